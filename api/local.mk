@@ -1,0 +1,1 @@
+# api: sources and tests of this module (see Makefile.am)

@@ -1,0 +1,1 @@
+# bench: sources and tests of this module (see Makefile.am)

@@ -1,0 +1,1 @@
+# dispatcher: sources and tests of this module (see Makefile.am)

@@ -1,0 +1,1 @@
+# journal: sources and tests of this module (see Makefile.am)

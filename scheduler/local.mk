@@ -1,0 +1,1 @@
+# scheduler: sources and tests of this module (see Makefile.am)

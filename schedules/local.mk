@@ -1,0 +1,1 @@
+# schedules: sources and tests of this module (see Makefile.am)

@@ -1,0 +1,1 @@
+# tests: shared harness, black-box tests and the source checker.

@@ -1,0 +1,26 @@
+/*
+ * clock.h - the one clock of the process, with a replaceable "now".
+ *
+ * Two clocks, named by their unit: clock_wall_ms() is Unix time in
+ * milliseconds (for anything stored or sent), clock_mono_us() is a monotonic
+ * microsecond count (for deadlines inside the process).  Tests switch the wall
+ * clock to a manual one with clock_set_fake() and move it with
+ * clock_advance_ms() instead of sleeping (memcached's debugtime).  While the
+ * fake clock is on, clock_mono_us() moves with it, so in-process deadlines
+ * follow the injected time too.  All functions are thread-safe.
+ */
+#ifndef RETRYD_UTIL_CLOCK_H
+#define RETRYD_UTIL_CLOCK_H
+
+#include <stdint.h>
+
+int64_t	clock_wall_ms(void);
+int64_t	clock_mono_us(void);
+
+/* Turn the manual clock on at wall time now_ms (>= 0). */
+void	clock_set_fake(int64_t now_ms);
+/* Move the manual clock forward by delta_ms (no-op when it is off). */
+void	clock_advance_ms(int64_t delta_ms);
+int	clock_is_fake(void);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * log.h - leveled logging to stderr, OpenBSD log.c style.
+ *
+ * Every line is one write(2) of "TIME LEVEL [ident] message\n" so lines from
+ * several threads never interleave.  log_warn() and fatal() append
+ * strerror(errno); the "x" variants do not.  log_obj() prefixes a line with the
+ * identity of the object it concerns (tenant, topic, job, attempt), PgBouncer
+ * slog_error(client, ...) style, so a job can be followed with grep.
+ */
+#ifndef RETRYD_UTIL_LOG_H
+#define RETRYD_UTIL_LOG_H
+
+#include <stdarg.h>
+#include <stdnoreturn.h>
+
+enum log_level {
+	LOG_LVL_ERROR = 0,
+	LOG_LVL_WARN,
+	LOG_LVL_INFO,
+	LOG_LVL_DEBUG,
+};
+
+/* The identity a log line is about; any member may be NULL or 0. */
+struct log_obj {
+	const char	*tenant;
+	const char	*topic;
+	const char	*job;
+	int		 attempt;
+};
+
+#define LOG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* ident is copied; it names this instance in every line. */
+void	log_init(const char *ident, enum log_level level);
+void	log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+/* "error", "warn", "info", "debug" -> level; -1 when unknown. */
+int	log_level_parse(const char *name);
+const char *log_level_name(enum log_level level);
+
+void	log_warn(const char *fmt, ...) LOG_PRINTF(1, 2);
+void	log_warnx(const char *fmt, ...) LOG_PRINTF(1, 2);
+void	log_info(const char *fmt, ...) LOG_PRINTF(1, 2);
+void	log_debug(const char *fmt, ...) LOG_PRINTF(1, 2);
+void	log_obj(enum log_level level, const struct log_obj *obj,
+	    const char *fmt, ...) LOG_PRINTF(3, 4);
+noreturn void fatal(const char *fmt, ...) LOG_PRINTF(1, 2);
+noreturn void fatalx(const char *fmt, ...) LOG_PRINTF(1, 2);
+
+#endif
