@@ -3,5 +3,15 @@ libutil_a_SOURCES = \
 	%reldir%/log.c %reldir%/log.h \
 	%reldir%/clock.c %reldir%/clock.h \
 	%reldir%/buf.c %reldir%/buf.h \
-	%reldir%/xmalloc.c %reldir%/xmalloc.h
+	%reldir%/xmalloc.c %reldir%/xmalloc.h \
+	%reldir%/crypto.c %reldir%/crypto.h \
+	%reldir%/id.c %reldir%/id.h
 libutil_a_CFLAGS = $(AM_CFLAGS)
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_util
+TESTS += tests/unit/test_util
+tests_unit_test_util_SOURCES = tests/unit/test_util.c
+tests_unit_test_util_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_util_LDADD = libutil.a $(CMOCKA_LIBS)
+endif
