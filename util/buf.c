@@ -37,6 +37,8 @@ buf_reserve(struct buf *b, size_t n)
 	if (need <= b->cap)
 		return 0;
 	cap = b->cap ? b->cap : 64;
+	if (cap > b->max + 1)
+		cap = b->max + 1;
 	while (cap < need)
 		cap = cap > (b->max + 1) / 2 ? b->max + 1 : cap * 2;
 	b->data = xreallocarray(b->data, cap, 1);

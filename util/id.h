@@ -7,8 +7,8 @@
  * order:  44 bits Unix ms | 14 bits node | 12 bits sequence | 10 bits shard.
  * The node number is unique among running instances (handed out by the
  * scheduler from Redis at start-up); the sequence counts within one ms and the
- * generator waits for the next ms when it runs out, and never goes backwards
- * when the wall clock does.
+ * generator moves on to the next ms when it runs out (without waiting), and
+ * never goes backwards when the wall clock does.
  */
 #ifndef RETRYD_UTIL_ID_H
 #define RETRYD_UTIL_ID_H

@@ -39,7 +39,7 @@ xreallocarray(void *p, size_t nmemb, size_t size)
 
 	if (size != 0 && nmemb > SIZE_MAX / size)
 		fatalx("allocation overflow: %zu x %zu", nmemb, size);
-	q = realloc(p, nmemb * size ? nmemb * size : 1);
+	q = realloc(p, nmemb * size != 0 ? nmemb * size : 1);
 	if (q == NULL)
 		fatalx("out of memory allocating %zu x %zu bytes", nmemb, size);
 	return q;
