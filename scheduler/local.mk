@@ -1,1 +1,5 @@
-# scheduler: sources and tests of this module (see Makefile.am)
+# scheduler: the Redis delay core (see Makefile.am and docs/internals/SCHEDULER.md)
+noinst_LIBRARIES += libscheduler.a
+libscheduler_a_SOURCES = \
+	scheduler/conn.c scheduler/conn.h
+libscheduler_a_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS)
