@@ -1,0 +1,249 @@
+/*
+ * sched.h - the Redis delay core: every job's state lives in Redis, spread
+ * per tenant over N shards; every state change is one Lua script on one shard
+ * (atomic, Redis Cluster safe); a timer thread promotes due jobs of the shards
+ * this instance holds a lease on, hands due jobs of push topics to the
+ * dispatcher and expires in-flight jobs past their deadline.
+ *
+ * Threading: every function here may be called from any thread (each call
+ * takes a pooled connection); hooks run on the scheduler's own threads and
+ * must not block for long.
+ *
+ * Ownership: a struct sched_job returned to the caller is the caller's, freed
+ * with sched_job_free().  Strings passed in are copied or used only during the
+ * call.
+ */
+#ifndef RETRYD_SCHEDULER_SCHED_H
+#define RETRYD_SCHEDULER_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schedules/schedule.h"
+#include "util/id.h"
+
+enum sched_state {
+	SCHED_SCHEDULED = 0,	/* waiting for its first attempt */
+	SCHED_READY,		/* due, waiting for a consumer or dispatcher */
+	SCHED_IN_FLIGHT,	/* reserved: callback running or consumer holds it */
+	SCHED_RETRYING,		/* an attempt failed, waiting for the next */
+	SCHED_DELIVERED,
+	SCHED_DEAD,
+	SCHED_CANCELLED,
+	SCHED_NSTATES
+};
+
+enum sched_err {
+	SCHED_OK = 0,
+	SCHED_ENOTFOUND,	/* no such job (or not this tenant's) */
+	SCHED_ECONFLICT,	/* the job is in a state that forbids it */
+	SCHED_ESTALE,		/* the token is not the current reservation's */
+	SCHED_EUNAVAIL,		/* Redis unreachable or timed out */
+	SCHED_EINVAL,		/* a bad argument (caller's bug or bad input) */
+	SCHED_EINTERNAL,	/* unexpected reply: logged */
+};
+
+#define SCHED_TOKEN_LEN	22	/* characters, without the NUL */
+
+const char *sched_strerror(enum sched_err e);
+const char *sched_state_name(enum sched_state s);
+/* The state named s, or -1. */
+int	sched_state_parse(const char *s);
+
+/* One attempt as logged in Redis (kept while the job is). */
+struct sched_attempt {
+	int64_t	 at_ms;
+	int	 status;	/* HTTP status, or 0 */
+	int64_t	 latency_ms;
+	char	*error;		/* NULL when none */
+	char	*excerpt;	/* first bytes of the response body, or NULL */
+	size_t	 excerpt_len;
+};
+
+struct sched_job {
+	char	 id[ID_LEN + 1];
+	char	*tenant;
+	char	*topic;
+	char	*bizkey;	/* NULL when none */
+	enum sched_state state;
+	int64_t	 due_ms;	/* the time of the next (or current) attempt */
+	int64_t	 created_ms;
+	int	 priority;	/* -1000 .. 1000, higher first */
+	int	 attempts;	/* attempts made so far */
+	char	*body;
+	size_t	 body_len;
+	char	*headers_json;	/* the job's own headers, or NULL */
+	char	*schedule;	/* the job's own schedule text, or NULL */
+	int64_t	 ttr_ms;	/* pull: time to run; 0 = the topic's */
+	int	 shard;
+	/* Filled by reserve and for jobs handed to the dispatcher: */
+	char	 token[SCHED_TOKEN_LEN + 1];
+	int64_t	 deadline_ms;
+	/* Filled by sched_get: */
+	struct sched_attempt *attempt_log;
+	size_t	 nattempt_log;
+};
+
+void	sched_job_free(struct sched_job *job);
+
+/* What the core needs to know of a topic (the registry answers). */
+struct sched_topic_info {
+	int	 push;		/* 1: callbacks, 0: pull consumers */
+	int	 max_in_flight;
+	int64_t	 timeout_ms;	/* push: callback timeout */
+	int64_t	 ttr_ms;	/* pull: default time to run */
+	struct retry_schedule schedule;
+};
+
+struct sched_hooks {
+	/* Topic lookup: 0 and *out filled, or -1 when the topic is unknown. */
+	int	(*topic_info)(const char *tenant, const char *topic,
+		    struct sched_topic_info *out, void *arg);
+	/*
+	 * How many more callbacks of this topic this instance may start now
+	 * (its cap minus those in flight).
+	 */
+	int	(*capacity)(const char *tenant, const char *topic, void *arg);
+	/*
+	 * A due job of a push topic, reserved for delivery (in flight, with
+	 * token and deadline).  The callee owns job.
+	 */
+	void	(*deliver)(struct sched_job *job, void *arg);
+	/* Jobs became ready in a topic (on any instance): wake consumers. */
+	void	(*ready)(const char *tenant, const char *topic, void *arg);
+	/* A job changed state (for the journal and metrics); may be NULL. */
+	void	(*transition)(const struct sched_job *job,
+		    enum sched_state from, enum sched_state to,
+		    const struct sched_attempt *attempt, void *arg);
+	/* Redis lost its data (schema marker gone): rebuild it; may be NULL. */
+	void	(*redis_lost)(void *arg);
+	void	*arg;
+};
+
+struct sched_config {
+	const char	*redis_url;
+	int64_t		 redis_timeout_ms;
+	int		 shards;	/* per tenant, 1 .. ID_MAX_SHARD + 1 */
+	int		 batch;		/* jobs per promote call */
+	int64_t		 sweep_ms;
+	int64_t		 lease_ms;
+	int64_t		 retention_ms;	/* finished jobs stay this long */
+	int64_t		 retry_after_cap_ms;
+	const char	*instance;
+	int		 fake_clock;	/* scripts take "now" from util/clock */
+};
+
+struct sched;
+
+/* Copies cfg and hooks.  NULL with why on a bad config. */
+struct sched *sched_new(const struct sched_config *cfg,
+	    const struct sched_hooks *hooks, char *why, size_t whylen);
+/*
+ * Starts the timer and subscriber threads.  Connecting to Redis happens
+ * there, with backoff: Redis down at start is not an error.
+ */
+int	sched_start(struct sched *s);
+/* 1 when Redis is reachable and the schema is known; else 0 and why. */
+int	sched_ready(struct sched *s, char *why, size_t whylen);
+/* Stop taking new due jobs (drain); the threads keep renewing leases. */
+void	sched_quiesce(struct sched *s);
+void	sched_stop(struct sched *s);
+void	sched_free(struct sched *s);
+/* Wake the timer now (after the fake clock moved). */
+void	sched_kick(struct sched *s);
+/* Timer passes completed so far (tests wait for it to move). */
+uint64_t sched_passes(struct sched *s);
+/* Shards (indexes) this instance holds a lease on now. */
+int	sched_owned_shards(struct sched *s);
+struct sched_pool *sched_pool(struct sched *s);
+
+/* Shard of a new job: from its bizkey if any, else from its id. */
+int	sched_shard_for(struct sched *s, const char *bizkey, const char *id);
+/* Shard of an existing job from its id (generated or client-given). */
+int	sched_shard_of(struct sched *s, const char *id);
+/* A new id (16 characters) for a job with this bizkey (or NULL). */
+void	sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1]);
+
+struct sched_push {
+	const char	*tenant;
+	const char	*topic;
+	const char	*id;		/* from sched_new_id or the client */
+	const char	*bizkey;	/* NULL: none */
+	int64_t		 run_at_ms;	/* first attempt: due + first wait */
+	int		 priority;
+	const char	*body;
+	size_t		 body_len;
+	const char	*headers_json;	/* NULL: none */
+	const char	*schedule;	/* NULL: the topic's */
+	int64_t		 ttr_ms;	/* 0: the topic's */
+};
+
+struct sched_push_result {
+	char	 id[ID_LEN + 1 + 64];	/* the new job's, or the existing one */
+	int	 deduplicated;		/* 1: an unfinished job had the bizkey */
+	int64_t	 run_at_ms;
+	enum sched_state state;
+};
+
+enum sched_err sched_push(struct sched *s, const struct sched_push *p,
+	    struct sched_push_result *res);
+/* The job with its attempt log; *out is the caller's. */
+enum sched_err sched_get(struct sched *s, const char *tenant, const char *id,
+	    struct sched_job **out);
+/* Cancel a job not yet finished; ECONFLICT when finished. */
+enum sched_err sched_cancel(struct sched *s, const char *tenant,
+	    const char *id);
+/* Cancel the unfinished job with this bizkey; ENOTFOUND when none. */
+enum sched_err sched_cancel_bizkey(struct sched *s, const char *tenant,
+	    const char *topic, const char *bizkey, char id_out[ID_LEN + 65]);
+/* Move a waiting (scheduled or retrying) job; ECONFLICT otherwise. */
+enum sched_err sched_reschedule(struct sched *s, const char *tenant,
+	    const char *id, int64_t run_at_ms);
+
+/*
+ * Pull: reserve the best ready job of the topic (higher priority, then
+ * earlier due) for ttr_ms; ENOTFOUND when none is ready.
+ */
+enum sched_err sched_reserve(struct sched *s, const char *tenant,
+	    const char *topic, int64_t ttr_ms, struct sched_job **out);
+/*
+ * Report the outcome of the attempt reserved with token: SCHEDULE_OK
+ * finishes the job, anything else applies the schedule (retry at the next
+ * wait, or dead).  ESTALE when token is not the current reservation's.
+ * attempt may be NULL (pull); decision (may be NULL) says what was done.
+ */
+enum sched_err sched_report(struct sched *s, const char *tenant,
+	    const char *id, const char *token,
+	    const struct schedule_outcome *outcome,
+	    const struct sched_attempt *attempt,
+	    struct schedule_decision *decision);
+/* Give a reserved job back without counting an attempt (drain). */
+enum sched_err sched_release(struct sched *s, const char *tenant,
+	    const char *id, const char *token);
+
+/* Dead letters of a topic, newest first; cursor "" to start. */
+enum sched_err sched_dead_list(struct sched *s, const char *tenant,
+	    const char *topic, const char *cursor, size_t limit,
+	    struct sched_job ***jobs, size_t *njobs, char *next_cursor,
+	    size_t next_cursor_len);
+/* A dead job runs its schedule again from now. */
+enum sched_err sched_retry(struct sched *s, const char *tenant,
+	    const char *id);
+/* Every dead job of the topic runs again; *count says how many. */
+enum sched_err sched_redrive(struct sched *s, const char *tenant,
+	    const char *topic, int64_t *count);
+
+/* Jobs per state of a topic (topic NULL: the whole tenant). */
+enum sched_err sched_counts(struct sched *s, const char *tenant,
+	    const char *topic, int64_t counts[SCHED_NSTATES]);
+
+/*
+ * Restore: put job (as the journal holds it) back into Redis unless a job
+ * with that id is there already; *created says which.  Idempotent.
+ */
+enum sched_err sched_restore_job(struct sched *s, const struct sched_job *job,
+	    int *created);
+/* Write the schema marker (after a restore, or on a fresh Redis). */
+enum sched_err sched_mark_schema(struct sched *s);
+
+#endif
