@@ -1,0 +1,46 @@
+/*
+ * health.c - /healthz and /readyz.
+ *
+ * /healthz says only that the process answers HTTP (a liveness probe must not
+ * fail because Redis does).  /readyz asks the application whether it can
+ * serve: Redis reachable with a known schema, the journal reachable; 503 with
+ * the reason otherwise, so an operator sees why in one request.
+ */
+#include "config.h"
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+
+static void
+healthz(struct api_req *req)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "status", json_object_new_string("ok"));
+	api_reply_json(req, 200, o);
+}
+
+static void
+readyz(struct api_req *req)
+{
+	struct api_ctx *ctx = api_server_arg(req->srv);
+	json_object *o = json_object_new_object();
+	char why[256] = "";
+	int ok = 1;
+
+	if (ctx != NULL && ctx->ready != NULL)
+		ok = ctx->ready(why, sizeof(why), ctx->ready_arg);
+	json_object_object_add(o, "status",
+	    json_object_new_string(ok ? "ready" : "not_ready"));
+	if (!ok)
+		json_object_object_add(o, "reason",
+		    json_object_new_string(why));
+	api_reply_json(req, ok ? 200 : 503, o);
+}
+
+const struct api_route api_routes_health[] = {
+	{ "GET", "/healthz", API_AUTH_NONE, healthz, "liveness" },
+	{ "GET", "/readyz", API_AUTH_NONE, readyz, "readiness" },
+	{ NULL, NULL, 0, NULL, NULL },
+};

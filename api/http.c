@@ -1,0 +1,635 @@
+/*
+ * http.c - libmicrohttpd glue: routing, capped bodies, replies, suspension.
+ *
+ * Key decisions:
+ *  - We bind the listening socket ourselves (api_listen) and hand it to MHD,
+ *    so "port 0" works and the log can say which port was taken.
+ *  - MHD runs its own thread pool on epoll with suspend/resume allowed; a
+ *    handler that must wait (a long-polling consumer) suspends its connection
+ *    instead of holding a thread.
+ *  - The path is decoded by our own unescape callback, which leaves "%00"
+ *    undecoded so a NUL can never truncate a name into another valid name.
+ *  - Bodies are read into a struct buf capped by the configured limit; a
+ *    declared Content-Length over the limit is answered 413 before reading.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "api/http.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+struct pending_header {
+	char	*name;
+	char	*value;
+};
+
+struct req_priv {
+	struct api_req		 pub;
+	struct pending_header	 hdr[8];
+	int			 nhdr;
+	int			 started;	/* body complete, handler ran */
+	struct req_priv		*next_susp;	/* srv->suspended list */
+	struct req_priv		*prev_susp;
+};
+
+struct api_server {
+	struct MHD_Daemon		*mhd;
+	struct api_server_config	 cfg;
+	pthread_mutex_t			 lock;	/* guards suspended, stopping */
+	struct req_priv			*suspended;
+	int				 stopping;
+};
+
+static struct req_priv *
+priv(struct api_req *req)
+{
+	return (struct req_priv *)(void *)req;
+}
+
+int
+api_listen(const char *hostport, char *bound, size_t boundlen, char *why,
+    size_t whylen)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	char host[256], port[16], nhost[NI_MAXHOST], nport[NI_MAXSERV];
+	const char *colon = strrchr(hostport, ':');
+	int fd = -1, one = 1, e;
+	size_t hl;
+
+	if (colon == NULL) {
+		snprintf(why, whylen, "\"%s\" is not host:port", hostport);
+		return -1;
+	}
+	hl = (size_t)(colon - hostport);
+	if (hl >= sizeof(host))
+		hl = sizeof(host) - 1;
+	memcpy(host, hostport, hl);
+	host[hl] = '\0';
+	if (host[0] == '[' && hl > 1 && host[hl - 1] == ']') {
+		memmove(host, host + 1, hl - 2);
+		host[hl - 2] = '\0';
+	}
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	if ((e = getaddrinfo(host[0] ? host : NULL, port, &hints, &res)) != 0) {
+		snprintf(why, whylen, "%s: %s", hostport, gai_strerror(e));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+		if (fd == -1)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, 1024) == 0)
+			break;
+		snprintf(why, whylen, "%s: %s", hostport, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd == -1)
+		return -1;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0 &&
+	    getnameinfo((struct sockaddr *)&ss, sslen, nhost, sizeof(nhost),
+	    nport, sizeof(nport), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		snprintf(bound, boundlen, ss.ss_family == AF_INET6 ?
+		    "[%s]:%s" : "%s:%s", nhost, nport);
+	else
+		snprintf(bound, boundlen, "%s", hostport);
+	return fd;
+}
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* MHD unescape callback: %XX decoding that keeps %00 as it is. */
+static size_t
+unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *r = s, *w = s;
+	int hi, lo;
+
+	(void)cls;
+	(void)c;
+	while (*r != '\0') {
+		if (r[0] == '%' && (hi = hexval((unsigned char)r[1])) >= 0 &&
+		    (lo = hexval((unsigned char)r[2])) >= 0 &&
+		    (hi | lo) != 0) {
+			*w++ = (char)(hi * 16 + lo);
+			r += 3;
+		} else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
+/*
+ * Match path against pattern; on success fill params.  Segments of the
+ * pattern written {name} match one non-empty path segment.
+ */
+static int
+route_match(const char *pattern, const char *path, struct api_req *req)
+{
+	const char *p = pattern, *s = path, *pe, *se;
+	int n = 0;
+
+	while (*p != '\0' && *s != '\0') {
+		if (*p != '/' || *s != '/')
+			return 0;
+		p++;
+		s++;
+		pe = strchr(p, '/');
+		if (pe == NULL)
+			pe = p + strlen(p);
+		se = strchr(s, '/');
+		if (se == NULL)
+			se = s + strlen(s);
+		if (*p == '{') {
+			if (se == s || n >= API_MAX_PARAMS)
+				return 0;
+			if (req != NULL)
+				req->param[n] = xstrndup(s, (size_t)(se - s));
+			n++;
+		} else if ((size_t)(pe - p) != (size_t)(se - s) ||
+		    memcmp(p, s, (size_t)(pe - p)) != 0)
+			return 0;
+		p = pe;
+		s = se;
+	}
+	if (*p != '\0' || *s != '\0') {
+		if (req != NULL)
+			while (n > 0)
+				free(req->param[--n]);
+		return 0;
+	}
+	if (req != NULL)
+		req->nparam = n;
+	return 1;
+}
+
+static void
+clear_params(struct api_req *req)
+{
+	while (req->nparam > 0)
+		free(req->param[--req->nparam]);
+}
+
+/* Find the route; *allowed gets the methods of a path match (for 405). */
+static const struct api_route *
+route_find(struct api_server *srv, struct api_req *req, char *allowed,
+    size_t allowedlen)
+{
+	const struct api_route *const *set;
+	const struct api_route *r;
+	size_t n = 0;
+
+	allowed[0] = '\0';
+	for (set = srv->cfg.routes; *set != NULL; set++)
+		for (r = *set; r->method != NULL; r++) {
+			if (!route_match(r->pattern, req->path, NULL))
+				continue;
+			if (strcmp(r->method, req->method) == 0) {
+				route_match(r->pattern, req->path, req);
+				return r;
+			}
+			if (n < allowedlen && strstr(allowed, r->method) ==
+			    NULL)
+				n += (size_t)snprintf(allowed + n,
+				    allowedlen - n, "%s%s", n ? ", " : "",
+				    r->method);
+		}
+	return NULL;
+}
+
+void
+api_add_header(struct api_req *req, const char *name, const char *value)
+{
+	struct req_priv *rp = priv(req);
+
+	if (rp->nhdr >= (int)(sizeof(rp->hdr) / sizeof(rp->hdr[0])))
+		return;
+	rp->hdr[rp->nhdr].name = xstrdup(name);
+	rp->hdr[rp->nhdr].value = xstrdup(value);
+	rp->nhdr++;
+}
+
+void
+api_reply(struct api_req *req, int status, const char *ctype,
+    const void *body, size_t len)
+{
+	struct req_priv *rp = priv(req);
+	struct MHD_Response *resp;
+	int i;
+
+	if (req->answered) {
+		log_warnx("http: %s %s answered twice", req->method,
+		    req->path);
+		return;
+	}
+	req->answered = 1;
+	req->status = status;
+	resp = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body,
+	    MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL) {
+		log_warnx("http: cannot create a response");
+		return;
+	}
+	if (ctype != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+		    ctype);
+	for (i = 0; i < rp->nhdr; i++)
+		MHD_add_response_header(resp, rp->hdr[i].name,
+		    rp->hdr[i].value);
+	MHD_queue_response(req->conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+}
+
+void
+api_reply_json(struct api_req *req, int status, json_object *obj)
+{
+	size_t len;
+	const char *s;
+
+	s = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	api_reply(req, status, "application/json", s, len);
+	json_object_put(obj);
+}
+
+void
+api_reply_empty(struct api_req *req, int status)
+{
+	api_reply(req, status, NULL, "", 0);
+}
+
+void
+api_error(struct api_req *req, int status, const char *code,
+    const char *field, const char *fmt, ...)
+{
+	json_object *root, *err;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	root = json_object_new_object();
+	err = json_object_new_object();
+	json_object_object_add(err, "code", json_object_new_string(code));
+	json_object_object_add(err, "message", json_object_new_string(msg));
+	if (field != NULL)
+		json_object_object_add(err, "field",
+		    json_object_new_string(field));
+	json_object_object_add(root, "error", err);
+	api_reply_json(req, status, root);
+}
+
+const char *
+api_header(struct api_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *
+api_query(struct api_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn,
+	    MHD_GET_ARGUMENT_KIND, name);
+}
+
+int
+api_body_json(struct api_req *req, json_object **out)
+{
+	struct json_tokener *tok;
+	json_object *obj;
+	enum json_tokener_error e;
+
+	*out = NULL;
+	if (req->body.len == 0) {
+		api_error(req, 400, "invalid_json", NULL,
+		    "a JSON object body is required");
+		return -1;
+	}
+	if (memchr(req->body.data, '\0', req->body.len) != NULL) {
+		api_error(req, 400, "invalid_json", NULL,
+		    "the body contains a NUL byte");
+		return -1;
+	}
+	tok = json_tokener_new_ex(64);
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+	    JSON_TOKENER_VALIDATE_UTF8);
+	obj = json_tokener_parse_ex(tok, req->body.data, (int)req->body.len);
+	e = json_tokener_get_error(tok);
+	if (obj != NULL && e == json_tokener_success &&
+	    json_tokener_get_parse_end(tok) < req->body.len) {
+		/* Only white space may follow the value. */
+		size_t i;
+
+		for (i = json_tokener_get_parse_end(tok); i < req->body.len;
+		    i++)
+			if (strchr(" \t\r\n", req->body.data[i]) == NULL) {
+				e = json_tokener_error_parse_unexpected;
+				break;
+			}
+	}
+	if (obj == NULL && e == json_tokener_continue)
+		e = json_tokener_error_parse_eof;
+	json_tokener_free(tok);
+	if (e != json_tokener_success || obj == NULL) {
+		json_object_put(obj);
+		api_error(req, 400, "invalid_json", NULL,
+		    "the body is not valid JSON: %s",
+		    e == json_tokener_error_depth ? "nested too deeply" :
+		    json_tokener_error_desc(e));
+		return -1;
+	}
+	if (!json_object_is_type(obj, json_type_object)) {
+		json_object_put(obj);
+		api_error(req, 400, "invalid_json", NULL,
+		    "the body must be a JSON object");
+		return -1;
+	}
+	*out = obj;
+	return 0;
+}
+
+void
+api_suspend(struct api_req *req)
+{
+	struct api_server *srv = req->srv;
+	struct req_priv *rp = priv(req);
+
+	MHD_suspend_connection(req->conn);
+	pthread_mutex_lock(&srv->lock);
+	req->suspended = 1;
+	rp->prev_susp = NULL;
+	rp->next_susp = srv->suspended;
+	if (srv->suspended != NULL)
+		srv->suspended->prev_susp = rp;
+	srv->suspended = rp;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void
+unlink_suspended(struct api_server *srv, struct req_priv *rp)
+{
+	if (rp->prev_susp != NULL)
+		rp->prev_susp->next_susp = rp->next_susp;
+	else
+		srv->suspended = rp->next_susp;
+	if (rp->next_susp != NULL)
+		rp->next_susp->prev_susp = rp->prev_susp;
+	rp->next_susp = rp->prev_susp = NULL;
+}
+
+void
+api_resume(struct api_req *req)
+{
+	struct api_server *srv = req->srv;
+	struct req_priv *rp = priv(req);
+
+	pthread_mutex_lock(&srv->lock);
+	if (!req->suspended) {
+		pthread_mutex_unlock(&srv->lock);
+		return;
+	}
+	req->suspended = 0;
+	unlink_suspended(srv, rp);
+	MHD_resume_connection(req->conn);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+void *
+api_server_arg(struct api_server *srv)
+{
+	return srv->cfg.arg;
+}
+
+static void
+run_handler(struct api_server *srv, struct api_req *req)
+{
+	int stopping;
+
+	pthread_mutex_lock(&srv->lock);
+	stopping = srv->stopping;
+	pthread_mutex_unlock(&srv->lock);
+	if (stopping && req->state != NULL) {
+		api_error(req, 503, "shutting_down", NULL,
+		    "the server is shutting down");
+		return;
+	}
+	req->route->fn(req);
+	if (!req->answered && !req->suspended) {
+		log_warnx("http: %s %s: handler gave no answer", req->method,
+		    req->path);
+		api_error(req, 500, "internal", NULL, "no answer");
+	}
+}
+
+static enum MHD_Result
+access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **con_cls)
+{
+	struct api_server *srv = cls;
+	struct req_priv *rp = *con_cls;
+	struct api_req *req;
+	char allowed[128];
+	const char *cl;
+	size_t limit;
+	unsigned long long declared;
+	char *end;
+
+	(void)version;
+	if (rp == NULL) {
+		rp = xcalloc(1, sizeof(*rp));
+		req = &rp->pub;
+		req->srv = srv;
+		req->conn = conn;
+		req->method = method;
+		req->path = url;
+		req->start_mono_us = clock_mono_us();
+		limit = srv->cfg.body_limit ? srv->cfg.body_limit(srv->cfg.arg) :
+		    1 << 20;
+		buf_init(&req->body, limit);
+		*con_cls = rp;
+		req->route = route_find(srv, req, allowed, sizeof(allowed));
+		if (req->route == NULL) {
+			if (allowed[0] != '\0') {
+				api_add_header(req, "Allow", allowed);
+				api_error(req, 405, "method_not_allowed", NULL,
+				    "%s is not allowed on %s (allowed: %s)",
+				    method, url, allowed);
+			} else
+				api_error(req, 404, "not_found", NULL,
+				    "no route %s %s", method, url);
+			return MHD_YES;
+		}
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		    MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl != NULL) {
+			errno = 0;
+			declared = strtoull(cl, &end, 10);
+			if (errno != 0 || *end != '\0' || declared > limit) {
+				api_error(req, 413, "body_too_large", NULL,
+				    "the request body is larger than %zu "
+				    "bytes", limit);
+				return MHD_YES;
+			}
+		}
+		return MHD_YES;
+	}
+	req = &rp->pub;
+	if (req->answered)
+		return MHD_YES;		/* discard the rest of the body */
+	if (*upload_data_size != 0) {
+		if (buf_append(&req->body, upload_data,
+		    *upload_data_size) == -1)
+			api_error(req, 413, "body_too_large", NULL,
+			    "the request body is larger than %zu bytes",
+			    req->body.max);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (!rp->started) {
+		rp->started = 1;
+		if (srv->cfg.authenticate != NULL &&
+		    srv->cfg.authenticate(req, req->route->auth,
+		    srv->cfg.arg) == -1) {
+			if (!req->answered)
+				api_error(req, 401, "unauthorized", NULL,
+				    "missing or invalid API key");
+			return MHD_YES;
+		}
+	}
+	run_handler(srv, req);
+	return MHD_YES;
+}
+
+static void
+completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	struct api_server *srv = cls;
+	struct req_priv *rp = *con_cls;
+	struct api_req *req;
+	int i;
+
+	(void)conn;
+	if (rp == NULL)
+		return;
+	req = &rp->pub;
+	if (srv->cfg.access_log != NULL && srv->cfg.access_log(srv->cfg.arg))
+		log_info("access: %s %s %d %lldus tenant=%s%s", req->method,
+		    req->path, req->status,
+		    (long long)(clock_mono_us() - req->start_mono_us),
+		    req->tenant[0] ? req->tenant : "-",
+		    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
+		    " (aborted)");
+	if (req->free_state != NULL && req->state != NULL)
+		req->free_state(req->state);
+	clear_params(req);
+	buf_free(&req->body);
+	for (i = 0; i < rp->nhdr; i++) {
+		free(rp->hdr[i].name);
+		free(rp->hdr[i].value);
+	}
+	free(rp);
+	*con_cls = NULL;
+}
+
+struct api_server *
+api_server_start(const struct api_server_config *cfg, char *why,
+    size_t whylen)
+{
+	struct api_server *srv = xcalloc(1, sizeof(*srv));
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD |
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+
+#ifdef MHD_USE_EPOLL
+	if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
+		flags |= MHD_USE_EPOLL;
+#endif
+	srv->cfg = *cfg;
+	pthread_mutex_init(&srv->lock, NULL);
+	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
+	    MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+	    MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned int)((cfg->timeout_ms + 999) / 1000),
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    MHD_OPTION_END);
+	if (srv->mhd == NULL) {
+		snprintf(why, whylen, "cannot start the HTTP server");
+		pthread_mutex_destroy(&srv->lock);
+		free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+void
+api_server_quiesce(struct api_server *srv)
+{
+	MHD_socket fd;
+
+	if (srv == NULL)
+		return;
+	fd = MHD_quiesce_daemon(srv->mhd);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+}
+
+void
+api_server_stop(struct api_server *srv)
+{
+	struct req_priv *rp;
+
+	if (srv == NULL)
+		return;
+	/* MHD wants every suspended connection resumed before it stops. */
+	pthread_mutex_lock(&srv->lock);
+	srv->stopping = 1;
+	while ((rp = srv->suspended) != NULL) {
+		unlink_suspended(srv, rp);
+		rp->pub.suspended = 0;
+		MHD_resume_connection(rp->pub.conn);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	MHD_stop_daemon(srv->mhd);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+}

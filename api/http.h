@@ -1,0 +1,127 @@
+/*
+ * http.h - the HTTP server under the REST API: libmicrohttpd on a socket we
+ * bind ourselves, a table of routes with {param} segments, request bodies
+ * collected into capped buffers, JSON replies and the error shape of API.md.
+ *
+ * A handler runs on one of the server's threads once the whole body is in.
+ * It answers with api_reply*() before returning, or calls api_suspend() and
+ * answers later: after api_resume() (from any thread) the handler is called
+ * again with the same struct api_req, whose `state` member it may use to
+ * remember where it was (long-polling reserve).
+ */
+#ifndef RETRYD_API_HTTP_H
+#define RETRYD_API_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "util/buf.h"
+
+#define API_MAX_PARAMS	4
+#define API_TENANT_MAX	64
+
+enum api_auth {
+	API_AUTH_NONE = 0,	/* open: health, metrics, dashboard files */
+	API_AUTH_TENANT,	/* a tenant key, or the admin key + X-Tenant */
+	API_AUTH_ADMIN,		/* the admin key */
+};
+
+struct api_server;
+struct api_req;
+
+typedef void api_handler(struct api_req *req);
+
+struct api_route {
+	const char	*method;	/* "GET", "POST", ... */
+	const char	*pattern;	/* "/v1/topics/{topic}/jobs" */
+	enum api_auth	 auth;
+	api_handler	*fn;
+	const char	*summary;	/* one line, for the route listing */
+};
+
+struct api_req {
+	struct api_server	*srv;
+	void			*conn;		/* struct MHD_Connection */
+	const struct api_route	*route;
+	const char		*method;
+	const char		*path;
+	/* Path parameters, percent-decoded, in pattern order. */
+	char			*param[API_MAX_PARAMS];
+	int			 nparam;
+	struct buf		 body;
+	/* Filled by the authenticator: */
+	char			 tenant[API_TENANT_MAX + 1];
+	int			 admin;		/* the admin key was used */
+	char			 key_id[64];	/* which key, for rate limits */
+	/* Handler-owned state across suspend/resume; freed with free_state. */
+	void			*state;
+	void			(*free_state)(void *state);
+	int64_t			 start_mono_us;
+	int			 answered;
+	int			 suspended;
+	int			 status;	/* the status answered */
+};
+
+struct api_server_config {
+	int		 listen_fd;	/* bound and listening */
+	int		 threads;
+	int		 max_connections;
+	int64_t		 timeout_ms;	/* idle connection timeout */
+	/* Routes: a NULL-terminated array of arrays of routes. */
+	const struct api_route *const *routes;
+	/*
+	 * Authenticate req for the route's level: 0 to go on, or -1 after
+	 * answering (401, 404...).
+	 */
+	int		(*authenticate)(struct api_req *req, enum api_auth need,
+			    void *arg);
+	/* The request body cap in force now, in bytes. */
+	size_t		(*body_limit)(void *arg);
+	/* Access log line per request, when it returns non-zero. */
+	int		(*access_log)(void *arg);
+	void		*arg;
+};
+
+/* NULL with why on failure (a start-up error). */
+struct api_server *api_server_start(const struct api_server_config *cfg,
+	    char *why, size_t whylen);
+/* Stop accepting new connections (drain); requests in progress go on. */
+void	api_server_quiesce(struct api_server *srv);
+/* Ends every suspended request with 503 and stops the threads. */
+void	api_server_stop(struct api_server *srv);
+void	*api_server_arg(struct api_server *srv);
+
+/* Binds host:port (port 0: any), listening.  fd, or -1 with why. */
+int	api_listen(const char *hostport, char *bound, size_t boundlen,
+	    char *why, size_t whylen);
+
+/* Answers; each takes ownership of nothing the caller keeps. */
+void	api_reply(struct api_req *req, int status, const char *ctype,
+	    const void *body, size_t len);
+/* obj is consumed (json_object_put) */
+void	api_reply_json(struct api_req *req, int status, json_object *obj);
+void	api_reply_empty(struct api_req *req, int status);
+/* {"error":{"code":..,"message":..,"field":..}}; field may be NULL. */
+void	api_error(struct api_req *req, int status, const char *code,
+	    const char *field, const char *fmt, ...)
+	    __attribute__((format(printf, 5, 6)));
+/* Add a header to the next reply of req (before api_reply*). */
+void	api_add_header(struct api_req *req, const char *name,
+	    const char *value);
+
+/* A request header (case-insensitive), or NULL. */
+const char *api_header(struct api_req *req, const char *name);
+/* A query-string argument, decoded, or NULL. */
+const char *api_query(struct api_req *req, const char *name);
+
+/* Park req without answering; the connection stays open. */
+void	api_suspend(struct api_req *req);
+/* Call the handler of a suspended req again (any thread). */
+void	api_resume(struct api_req *req);
+
+/* Parse the body as JSON (an object); -1 after answering 400. */
+int	api_body_json(struct api_req *req, json_object **out);
+
+#endif
