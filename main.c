@@ -23,7 +23,7 @@
 
 #include "api/api.h"
 #include "api/http.h"
-#include "config.h"
+#include "conf.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
 #include "util/log.h"

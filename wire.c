@@ -15,7 +15,7 @@
 
 #include "api/api.h"
 #include "api/http.h"
-#include "config.h"
+#include "conf.h"
 #include "scheduler/sched.h"
 #include "util/log.h"
 #include "util/xmalloc.h"

@@ -1,5 +1,5 @@
 /*
- * config.c - the table of configuration keys and its reader.
+ * conf.c - the table of configuration keys and its reader.
  *
  * Key decision: every key is one row of conf_keys[] (name, type, default as
  * text, bounds, reloadable, environment variable), PgBouncer style.  The
@@ -20,7 +20,7 @@
 
 #include <libconfig.h>
 
-#include "config.h"
+#include "conf.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 

@@ -1,13 +1,13 @@
 /*
- * config.h - retryd's configuration: one typed struct filled from a table of
- * keys (config.c), from a libconfig file and the environment.
+ * conf.h - retryd's configuration: one typed struct filled from a table of
+ * keys (conf.c), from a libconfig file and the environment.
  *
  * Reloadable members may change on SIGHUP while other threads read them:
  * read those through CONF_GET() (an atomic load).  Strings are never
  * reloadable, so their pointers stay valid for the life of the process.
  */
-#ifndef RETRYD_CONFIG_H
-#define RETRYD_CONFIG_H
+#ifndef RETRYD_CONF_H
+#define RETRYD_CONF_H
 
 #include <stddef.h>
 #include <stdint.h>
