@@ -1,3 +1,9 @@
 # tests: shared harness, black-box tests and the source checker.
 TESTS += tests/checksrc.sh
 EXTRA_DIST += tests/checksrc.sh
+
+# Black-box tests (Python 3 stdlib, TAP).  Automake does not distribute
+# TESTS by itself: list each tests/bb/*.py in EXTRA_DIST too.
+TESTS += tests/bb/test_harness_selftest.py tests/bb/test_lifecycle.py
+EXTRA_DIST += tests/bb/harness.py tests/bb/receiver.py tests/bb/README.md \
+	tests/bb/test_harness_selftest.py tests/bb/test_lifecycle.py

@@ -1,0 +1,236 @@
+"""test_lifecycle.py - black-box tests of the daemon skeleton.
+
+Command line (-V, -n -c), configuration errors as FILE:LINE: reason with
+exit 2, environment overrides, /healthz and /readyz with Redis up, down and
+coming back, SIGTERM/SIGINT/SIGHUP, and the JSON error answers of the HTTP
+server.  The contract is shared/API.md "Running" and "Operations".
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import re  # noqa: E402
+import signal  # noqa: E402
+
+import harness  # noqa: E402
+
+t = harness.Tap()
+redis = harness.RedisServer()
+
+
+def package_version():
+    with open(os.path.join(harness.srcdir(), "configure.ac")) as f:
+        m = re.search(r"AC_INIT\(\[retryd\],\s*\[([^\]]+)\]", f.read())
+    assert m, "no version in configure.ac"
+    return m.group(1)
+
+
+def check_file(text):
+    """retryd -n -c on a file holding text: (path, rc, stderr)."""
+    d = harness.mkdtemp()
+    path = os.path.join(d, "bad.conf")
+    with open(path, "w") as f:
+        f.write(text)
+    rc, _, err = harness.run_retryd(["-n", "-c", path])
+    return path, rc, err
+
+
+def bad_at_line5(line):
+    """A valid file with `line` as its line 5."""
+    return "\n".join([
+        "# retryd test configuration",
+        'listen = "127.0.0.1:0";',
+        'data_dir = "/nonexistent/retryd-bb";',
+        'log: { level = "info"; };',
+        line,
+        'journal: { url = "none"; };',
+        ""])
+
+
+def assert_error_json(body, what):
+    assert isinstance(body, dict), "%s: not a JSON object: %r" % (what, body)
+    err = body.get("error")
+    assert isinstance(err, dict), "%s: no error object: %r" % (what, body)
+    assert isinstance(err.get("code"), str) and err["code"], \
+        "%s: error.code: %r" % (what, body)
+    assert isinstance(err.get("message"), str) and err["message"], \
+        "%s: error.message: %r" % (what, body)
+
+
+# -- command line -----------------------------------------------------------
+
+@t.test("retryd -V prints 'retryd VERSION' and exits 0")
+def _():
+    rc, out, err = harness.run_retryd(["-V"])
+    assert rc == 0, (rc, out, err)
+    first = out.splitlines()[0] if out else ""
+    assert first == "retryd " + package_version(), repr(out)
+
+
+@t.test("retryd -n -c etc/retryd.conf exits 0")
+def _():
+    conf = os.path.join(harness.srcdir(), "etc", "retryd.conf")
+    assert os.path.exists(conf), "no %s" % conf
+    rc, out, err = harness.run_retryd(["-n", "-c", conf])
+    assert rc == 0, (rc, out, err)
+
+
+@t.test("retryd -n -c accepts the harness's own config")
+def _():
+    d = harness.Retryd(redis=redis, start=False)
+    rc, out, err = harness.run_retryd(["-n", "-c", d.conffile])
+    assert rc == 0, (rc, out, err, open(d.conffile).read())
+
+
+@t.test("retryd -n -c on a missing file exits 2 naming it")
+def _():
+    path = os.path.join(harness.mkdtemp(), "nosuch.conf")
+    rc, _, err = harness.run_retryd(["-n", "-c", path])
+    assert rc == 2, (rc, err)
+    assert path in err, err
+
+
+CONFIG_ERRORS = [
+    # (line 5 of the file, regex the reason must match)
+    ("this is not a setting", r"(?i)syntax|parse|expect|unexpected"),
+    ('data_dir "/x";', r"(?i)syntax|parse|expect|unexpected"),
+    ("scheduler: { shards = 0; };", r"(?i)range"),
+    ('shutdown: { grace = "10parsecs"; };', r"(?i)duration"),
+    ("nosuch = 1;", r"(?i)unknown.*nosuch|nosuch.*unknown"),
+    ("listen = 5;", r"(?i)listen.*(string|type)|(string|type).*listen"),
+]
+
+for _line, _rx in CONFIG_ERRORS:
+    def _check(line=_line, rx=_rx):
+        path, rc, err = check_file(bad_at_line5(line))
+        assert rc == 2, "exit %r, stderr %r" % (rc, err)
+        want = "%s:5:" % path
+        hits = [x for x in err.splitlines() if want in x]
+        assert hits, "no %r in stderr %r" % (want, err)
+        assert any(re.search(rx, x) for x in hits), \
+            "reason does not match /%s/: %r" % (rx, hits)
+    t.run("retryd -n -c: %s -> exit 2, FILE:5: reason" % _line, _check)
+
+
+# -- running ----------------------------------------------------------------
+
+@t.test("env overrides, no -c: /healthz 200, /readyz 200, instance in log")
+def _():
+    d = harness.mkdtemp()
+    env = {"RETRYD_LISTEN": "127.0.0.1:0",
+           "RETRYD_REDIS_URL": redis.url,
+           "RETRYD_JOURNAL_URL": "none",
+           "RETRYD_DATA_DIR": os.path.join(d, "data"),
+           "RETRYD_ADMIN_KEY": "bb-admin-env",
+           "RETRYD_INSTANCE": "bb-envtest"}
+    with harness.Retryd(config=False, env=env) as rd:
+        st, _, _ = rd.request("GET", "/healthz")
+        assert st == 200, st
+        rd.wait_ready()
+        assert "bb-envtest" in rd.log(), "RETRYD_INSTANCE not in the log"
+
+
+@t.test("environment overrides the file (RETRYD_REDIS_URL)")
+def _():
+    dead = "redis://127.0.0.1:%d/0" % harness.free_port()
+    with harness.Retryd(redis=dead, env={"RETRYD_REDIS_URL": redis.url}) \
+            as rd:
+        rd.wait_ready()
+
+
+@t.test("with a config file: /healthz and /readyz answer 200")
+def _():
+    with harness.Retryd(redis=redis) as rd:
+        assert rd.request("GET", "/healthz")[0] == 200
+        rd.wait_ready()
+
+
+@t.test("Redis down at start: up, /readyz 503 says why; ready once Redis is")
+def _():
+    down = harness.RedisServer(start=False)
+    with harness.Retryd(redis=down) as rd:
+        st, _, _ = rd.request("GET", "/healthz")
+        assert st == 200, st
+        st, _, body = rd.request("GET", "/readyz")
+        assert st == 503, (st, body)
+        assert isinstance(body, (dict, list)), "not JSON: %r" % (body,)
+        assert "redis" in repr(body).lower(), body
+        rd.wait_log(r"(?i)redis.*(retry|reconnect)|(retry|reconnect).*redis")
+        assert rd.alive()
+        down.start()
+        rd.wait_ready(timeout=15)
+        assert rd.request("GET", "/healthz")[0] == 200
+    down.stop()
+
+
+@t.test("SIGTERM drains and exits 0")
+def _():
+    rd = harness.Retryd(redis=redis).wait_ready()
+    rd.signal(signal.SIGTERM)
+    assert rd.wait_exit(15) == 0, rd.proc.returncode
+
+
+@t.test("SIGINT drains and exits 0")
+def _():
+    rd = harness.Retryd(redis=redis).wait_ready()
+    rd.signal(signal.SIGINT)
+    assert rd.wait_exit(15) == 0, rd.proc.returncode
+
+
+@t.test("SIGHUP applies a reloadable key (log.level) and keeps serving")
+def _():
+    with harness.Retryd(redis=redis) as rd:
+        rd.wait_ready()
+        mark = rd.log_mark()
+        rd.write_config({"log": {"level": "warn"}})
+        rd.signal(signal.SIGHUP)
+        rd.wait_log(r"(?i)reloaded", since=mark)
+        assert not re.search(r"(?i)restart", rd.log(mark)), rd.log(mark)
+        assert rd.alive()
+        assert rd.request("GET", "/healthz")[0] == 200
+
+
+@t.test("SIGHUP with a changed listen says it needs a restart, keeps port")
+def _():
+    with harness.Retryd(redis=redis) as rd:
+        rd.wait_ready()
+        mark = rd.log_mark()
+        rd.write_config({"listen": "127.0.0.1:%d" % harness.free_port()})
+        rd.signal(signal.SIGHUP)
+        rd.wait_log(r"(?i)restart", since=mark)
+        assert "listen" in rd.log(mark), rd.log(mark)
+        assert rd.alive()
+        assert rd.request("GET", "/healthz")[0] == 200
+
+
+@t.test("SIGHUP with a broken file keeps the old config and keeps serving")
+def _():
+    with harness.Retryd(redis=redis) as rd:
+        rd.wait_ready()
+        mark = rd.log_mark()
+        rd.write_config("this is not a setting\n")
+        rd.signal(signal.SIGHUP)
+        rd.wait_log(re.escape(rd.conffile) + ":1:", since=mark)
+        assert rd.alive()
+        assert rd.request("GET", "/healthz")[0] == 200
+        assert rd.stop() == 0
+
+
+# -- HTTP errors ------------------------------------------------------------
+
+@t.test("unknown route -> 404 with a JSON error; POST /healthz -> 405")
+def _():
+    with harness.Retryd(redis=redis) as rd:
+        st, h, body = rd.request("GET", "/nosuch/route")
+        assert st == 404, (st, body)
+        assert "json" in h.get("Content-Type", ""), dict(h)
+        assert_error_json(body, "404")
+        st, h, body = rd.request("POST", "/healthz", body={})
+        assert st == 405, (st, body)
+        assert_error_json(body, "405")
+
+
+t.done()
