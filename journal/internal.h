@@ -1,0 +1,251 @@
+/*
+ * internal.h - what the journal's files share and nobody else includes: the
+ * parsed URL, the driver interface and the statement table.
+ *
+ * Key decision: a driver knows nothing of jobs.  It connects, runs one of
+ * the journal's statements (by number, with its SQL text in the driver's
+ * dialect, prepared once per connection and cached) with typed parameters,
+ * and hands back rows as typed values; the core maps rows to structs.  So
+ * every query is written once (schema.c) and a driver is only the
+ * database's calling convention.  Values are bound, never spliced into SQL.
+ */
+#ifndef RETRYD_JOURNAL_INTERNAL_H
+#define RETRYD_JOURNAL_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "journal/journal.h"
+
+/* url.c */
+enum jrnl_kind {
+	JRNL_KIND_NONE,
+	JRNL_KIND_SQLITE,
+	JRNL_KIND_MYSQL,
+};
+
+struct jrnl_url {
+	enum jrnl_kind	 kind;
+	char		*path;		/* sqlite: absolute file path */
+	char		*user;		/* mysql: decoded; NULL: none */
+	char		*pass;		/* NULL: none */
+	char		*host;		/* NULL with a socket */
+	unsigned	 port;		/* 0: the default */
+	char		*db;
+	char		*socket;	/* NULL: TCP */
+};
+
+/* Parse s into u (freed with jrnl_url_free); JRNL_EURL with a reason. */
+enum jrnl_err jrnl_url_parse(const char *s, struct jrnl_url *u, char *why,
+	    size_t whylen);
+void	jrnl_url_free(struct jrnl_url *u);
+
+/* One value bound to or read from a statement. */
+enum jrnl_vtype {
+	JRNL_V_NULL,
+	JRNL_V_INT,
+	JRNL_V_TEXT,
+	JRNL_V_BLOB,
+};
+
+struct jrnl_val {
+	enum jrnl_vtype	 type;
+	int64_t		 i;
+	const char	*p;	/* TEXT, BLOB; not NUL-terminated on output */
+	size_t		 len;
+};
+
+/* A row: cols[0..ncols); 0 to go on, else stop. */
+typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
+		    void *arg);
+
+/* The statements, in schema.c's table. */
+enum jrnl_stmt {
+	JS_JOB_UPSERT,
+	JS_TRANS_INSERT,
+	JS_JOB_APPLY,
+	JS_JOB_GET,
+	JS_SCAN_ALL,
+	JS_SCAN_TENANT,
+	JS_TRANS_LIST,
+	JS_PURGE_SELECT,
+	JS_PURGE_TRANS,
+	JS_PURGE_JOB,
+	JS_TENANT_UPSERT,
+	JS_TENANT_DELETE,
+	JS_TENANT_KEYS_DELETE,
+	JS_TENANT_TOPICS_DELETE,
+	JS_TENANT_JOBS_CANCEL,
+	JS_TENANT_SCAN,
+	JS_KEY_UPSERT,
+	JS_KEY_REVOKE,
+	JS_KEY_SCAN_ALL,
+	JS_KEY_SCAN,
+	JS_TOPIC_UPSERT,
+	JS_TOPIC_DELETE,
+	JS_TOPIC_JOBS_CANCEL,
+	JS_TOPIC_SCAN_ALL,
+	JS_TOPIC_SCAN,
+	JS_VERSION_GET,
+	JS_VERSION_SET,
+	JS_PING,
+	JS_LIST,	/* + a mask of JRNL_LIST_BY_*: 8 statements */
+	JS_COUNT = JS_LIST + 8,
+};
+
+#define JRNL_LIST_BY_TOPIC	1
+#define JRNL_LIST_BY_STATE	2
+#define JRNL_LIST_BY_BIZKEY	4
+
+struct jrnl_conn;
+
+struct jrnl_driver {
+	const char	*name;
+	enum jrnl_kind	 kind;
+	/* Connect within timeout_ms; *out on JRNL_OK. */
+	enum jrnl_err	(*connect)(const struct jrnl_url *u, int64_t timeout_ms,
+			    int durable, struct jrnl_conn **out, char *why,
+			    size_t whylen);
+	void		(*close)(struct jrnl_conn *c);
+	/* A statement without parameters or rows (DDL, BEGIN...). */
+	enum jrnl_err	(*exec)(struct jrnl_conn *c, const char *sql);
+	/*
+	 * Run statement id (text sql) with args; each row goes to fn (may be
+	 * NULL); *changes (may be NULL) gets the rows written.
+	 */
+	enum jrnl_err	(*run)(struct jrnl_conn *c, int id, const char *sql,
+			    const struct jrnl_val *args, size_t nargs,
+			    jrnl_row_fn fn, void *arg, int64_t *changes);
+	enum jrnl_err	(*begin)(struct jrnl_conn *c);
+	enum jrnl_err	(*commit)(struct jrnl_conn *c);
+	void		(*rollback)(struct jrnl_conn *c);
+	/* Serialise schema changes among instances: begin and end. */
+	enum jrnl_err	(*lock_schema)(struct jrnl_conn *c);
+	void		(*unlock_schema)(struct jrnl_conn *c, int ok);
+	/* The last error, for logs. */
+	const char	*(*errmsg)(struct jrnl_conn *c);
+};
+
+extern const struct jrnl_driver jrnl_sqlite_driver;
+extern const struct jrnl_driver jrnl_mysql_driver;
+
+/* schema.c */
+#define JRNL_SCHEMA_VERSION	1
+
+const char *jrnl_sql(enum jrnl_kind kind, int id);
+/*
+ * Create the schema or migrate it to JRNL_SCHEMA_VERSION; JRNL_ESCHEMA
+ * when the database's version is newer than this build's.
+ */
+enum jrnl_err jrnl_schema_ensure(const struct jrnl_driver *d,
+	    struct jrnl_conn *c, char *why, size_t whylen);
+
+/*
+ * Connect through d, and run statement id on c with the SQL of d's
+ * dialect; both fail with JRNL_EUNAVAIL while the test hook is on.
+ */
+enum jrnl_err jrnl_connect(const struct jrnl_driver *d,
+	    const struct jrnl_url *u, int64_t timeout_ms, int durable,
+	    struct jrnl_conn **out, char *why, size_t whylen);
+enum jrnl_err jrnl_run(const struct jrnl_driver *d, struct jrnl_conn *c,
+	    int id, const struct jrnl_val *args, size_t nargs,
+	    jrnl_row_fn fn, void *arg, int64_t *changes);
+
+/* Value constructors. */
+struct jrnl_val jrnl_vint(int64_t i);
+struct jrnl_val jrnl_vtext(const char *s);	/* NULL gives NULL */
+struct jrnl_val jrnl_vblob(const char *p, size_t len);
+
+/*
+ * Test hook, process-wide: while on, the database acts as unreachable
+ * (jrnl_connect and jrnl_run fail with JRNL_EUNAVAIL), as when a disk
+ * fails or a server goes away.
+ */
+void	jrnl_test_set_unavailable(int on);
+int	jrnl_test_unavailable(void);
+
+/* journal.c: the handle, shared with read.c. */
+enum jrnl_req_state {
+	JRNL_REQ_QUEUED,
+	JRNL_REQ_TAKEN,
+	JRNL_REQ_DONE,
+};
+
+/* One jrnl_put_jobs call waiting for the writer. */
+struct jrnl_put_req {
+	TAILQ_ENTRY(jrnl_put_req) entry;
+	const struct jrnl_job	*jobs;
+	size_t			 n;
+	uint64_t		 seq;
+	int			 sync;
+	enum jrnl_req_state	 state;
+	enum jrnl_err		 result;
+	void			*copy;	/* ASYNC: owns jobs */
+};
+TAILQ_HEAD(jrnl_put_list, jrnl_put_req);
+
+/* One queued transition: the struct and its strings in one block. */
+struct jrnl_trans_rec {
+	struct jrnl_transition	t;
+	char			data[];
+};
+
+/*
+ * Lock order: rmu before mu (read.c takes mu only to read the config,
+ * which needs no lock, so in practice neither holds the other).
+ */
+struct jrnl {
+	struct jrnl_config	 cfg;	/* defaults filled; strings owned */
+	int			 off;
+	const struct jrnl_driver *drv;
+	struct jrnl_url		 url;
+
+	pthread_mutex_t		 mu;
+	pthread_cond_t		 wake;	/* to the writer */
+	pthread_cond_t		 done;	/* to putters, flushers, purgers */
+	pthread_t		 writer;
+	int			 writer_started;
+	struct jrnl_conn	*wconn;	/* the writer thread's only */
+
+	/* Under mu. */
+	struct jrnl_put_list	 puts;
+	struct jrnl_put_list	 inflight;
+	uint64_t		 put_seq;
+	size_t			 async_jobs;
+	struct jrnl_trans_rec	**ring;
+	size_t			 ring_head;
+	size_t			 ring_len;
+	uint64_t		 trans_in;
+	uint64_t		 trans_done;
+	int			 connected;
+	uint64_t		 fail_gen;
+	char			 last_error[256];
+	int			 stopping;
+	int			 flushers;
+	uint64_t		 purge_req_gen;
+	uint64_t		 purge_cycle_gen;
+	uint64_t		 purge_done_gen;
+	int			 purge_result;
+	int			 purging;
+	struct jrnl_stats	 stats;
+	int64_t			 next_connect_mono_us;
+	int64_t			 last_connect_mono_us;
+	int64_t			 backoff_us;
+	int64_t			 next_flush_mono_us;
+	int64_t			 next_purge_mono_us;
+	int64_t			 next_ping_mono_us;
+
+	/* The reading connection (read.c), under rmu. */
+	pthread_mutex_t		 rmu;
+	struct jrnl_conn	*rconn;
+	int64_t			 rconn_retry_mono_us;
+};
+
+/* 1 for the states a job never leaves by itself: delivered, cancelled. */
+int	jrnl_state_finished(const char *state);
+/* read.c: close the reading connection (at jrnl_close). */
+void	jrnl_read_close(struct jrnl *j);
+
+#endif

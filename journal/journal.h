@@ -1,0 +1,232 @@
+/*
+ * journal.h - the SQL journal: every accepted job and every state change,
+ * kept in SQLite or MySQL/MariaDB so Redis can be rebuilt after it loses its
+ * data.
+ *
+ * Key decision: one writer thread owns the writing connection.  Job puts are
+ * queued to it and written by group commit (every put waiting when a
+ * transaction starts shares it, so concurrent puts share one fsync), and
+ * state transitions are queued without blocking and written in batches.
+ * Reads and the tenant/key/topic records go through a second, mutex-guarded
+ * connection and are synchronous.  See docs/internals/JOURNAL.md.
+ *
+ * Strings passed in are copied or used only during the call; pointers handed
+ * to callbacks are valid only during the callback.  A callback returns 0 to
+ * go on, anything else to stop (the function then returns JRNL_OK).
+ * Callbacks run with no journal lock held and may call into the journal.
+ */
+#ifndef RETRYD_JOURNAL_JOURNAL_H
+#define RETRYD_JOURNAL_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum jrnl_mode {
+	JRNL_MODE_OFF,		/* no database at all; writes are no-ops */
+	JRNL_MODE_ASYNC,	/* puts return once queued */
+	JRNL_MODE_SYNC,		/* puts return once committed */
+};
+
+enum jrnl_err {
+	JRNL_OK = 0,
+	JRNL_EURL,		/* the URL is malformed or unsupported */
+	JRNL_EUNAVAIL,		/* the database cannot be reached now */
+	JRNL_ESCHEMA,		/* schema newer than this build, or unusable */
+	JRNL_EFULL,		/* the ASYNC queue is at its cap */
+	JRNL_ENOTFOUND,		/* no such row */
+	JRNL_EINTERNAL,		/* the database refused the statement */
+	JRNL_EOFF,		/* reads while the journal is off */
+	JRNL_EINVAL,		/* a required argument is missing */
+};
+
+const char *jrnl_strerror(enum jrnl_err err);
+
+/* Zero or NULL members take the default shown. */
+struct jrnl_config {
+	const char	*url;		/* sqlite:///abs, mysql://..., none */
+	enum jrnl_mode	 mode;
+	int64_t		 flush_interval_ms;	/* transition batches: 100 */
+	int64_t		 retention_ms;		/* finished jobs: 30 d */
+	const char	*instance;		/* "" */
+	const char	*host;			/* "" */
+	int64_t		 commit_window_us;	/* group-commit gather: 0 */
+	int64_t		 timeout_ms;	/* connect, busy, SYNC wait: 2000 */
+	size_t		 queue_max;	/* queued transitions and ASYNC
+					   jobs, each: 100000 */
+	int64_t		 purge_interval_ms;	/* 60000 */
+	int		 purge_batch;		/* jobs per purge txn: 500 */
+};
+
+/*
+ * A job.  On input state NULL means "scheduled", updated_ms 0 means
+ * created_ms, and finished_ms is ignored (derived from the state).
+ */
+struct jrnl_job {
+	const char	*tenant;
+	const char	*topic;
+	const char	*id;
+	const char	*bizkey;	/* NULL: none */
+	int64_t		 due_ms;
+	int		 priority;
+	const char	*body;		/* bytes, not NUL-terminated */
+	size_t		 body_len;
+	const char	*headers_json;	/* NULL: none */
+	const char	*schedule;	/* NULL: the topic's */
+	int64_t		 ttr_ms;
+	const char	*state;
+	int		 attempts;
+	int64_t		 created_ms;
+	int64_t		 updated_ms;
+	int64_t		 finished_ms;	/* output: 0 while unfinished */
+};
+
+/*
+ * A state change.  instance and host come from the config on input and are
+ * filled on output.  error is cut to JRNL_ERROR_MAX bytes and the excerpt
+ * to JRNL_EXCERPT_MAX.
+ */
+#define JRNL_ERROR_MAX		1024
+#define JRNL_EXCERPT_MAX	4096
+
+struct jrnl_transition {
+	const char	*tenant;
+	const char	*job_id;
+	const char	*from_state;	/* NULL: none (a new job) */
+	const char	*to_state;
+	int64_t		 at_ms;
+	int		 shard;
+	int		 attempt;	/* 0: not an attempt */
+	int		 http_status;	/* 0: none */
+	int64_t		 latency_ms;
+	const char	*error;		/* NULL: none */
+	const char	*excerpt;	/* response bytes; NULL: none */
+	size_t		 excerpt_len;
+	const char	*instance;	/* output only */
+	const char	*host;		/* output only */
+};
+
+struct jrnl_tenant {
+	const char	*name;
+	int64_t		 created_ms;
+	const char	*settings_json;	/* NULL: none */
+};
+
+struct jrnl_key {
+	const char	*tenant;
+	const char	*key_id;
+	const char	*hash_hex;	/* sha256 of the key, lower-case hex */
+	int64_t		 created_ms;
+	int64_t		 revoked_ms;	/* 0: in force */
+};
+
+struct jrnl_topic {
+	const char	*tenant;
+	const char	*name;
+	const char	*config_json;
+	int64_t		 created_ms;	/* kept from the first put */
+	int64_t		 updated_ms;
+};
+
+/* Paging through unfinished jobs, ordered by (tenant, id). */
+struct jrnl_scan {
+	const char	*tenant;	/* NULL: every tenant */
+	const char	*after_tenant;	/* the last job seen; NULL: start */
+	const char	*after_id;
+	size_t		 limit;		/* 0: 1000 */
+	int		 include_dead;	/* also jobs in state dead */
+};
+
+/* Listing one tenant's jobs newest first (ids sort by creation time). */
+struct jrnl_list {
+	const char	*topic;		/* NULL: any */
+	const char	*state;		/* NULL: any */
+	const char	*bizkey;	/* NULL: any */
+	const char	*cursor;	/* the last id seen; NULL: newest */
+	size_t		 limit;		/* 0: 100 */
+};
+
+struct jrnl_stats {
+	uint64_t	commits;	/* write transactions committed */
+	uint64_t	jobs_written;
+	uint64_t	transitions_written;
+	uint64_t	transitions_dropped;	/* queue full or refused */
+	uint64_t	jobs_dropped;		/* ASYNC jobs refused */
+	uint64_t	purged;			/* finished jobs removed */
+	size_t		queued_transitions;
+	size_t		queued_jobs;
+	int		connected;
+};
+
+typedef int	(*jrnl_job_fn)(const struct jrnl_job *job, void *arg);
+typedef int	(*jrnl_transition_fn)(const struct jrnl_transition *t,
+		    void *arg);
+typedef int	(*jrnl_tenant_fn)(const struct jrnl_tenant *t, void *arg);
+typedef int	(*jrnl_key_fn)(const struct jrnl_key *k, void *arg);
+typedef int	(*jrnl_topic_fn)(const struct jrnl_topic *t, void *arg);
+
+struct jrnl;
+
+/*
+ * Parse the URL, connect, create or migrate the schema and start the writer
+ * thread.  NULL on failure with *err set and a sentence in why.  With the
+ * URL "none" or mode OFF no database is opened.
+ */
+struct jrnl *jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err,
+	    char *why, size_t whylen);
+/* Flush what is queued, stop the writer, close.  Accepts NULL. */
+void	jrnl_close(struct jrnl *j);
+
+/*
+ * Record n jobs (insert, or replace a row with the same tenant and id).
+ * SYNC: returns once committed, or JRNL_EUNAVAIL within about timeout_ms
+ * when the database cannot be reached.  ASYNC: returns once copied into the
+ * queue, JRNL_EFULL at its cap.  OFF: JRNL_OK at once.
+ */
+enum jrnl_err jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs,
+	    size_t n);
+/*
+ * Queue a state change (copied); never waits for I/O.  When the queue is
+ * full the transition is dropped and counted.
+ */
+void	jrnl_transition(struct jrnl *j, const struct jrnl_transition *t);
+/* Write everything queued before the call: 0, or -1 when it could not. */
+int	jrnl_flush(struct jrnl *j);
+/* Purge finished jobs past retention now, to the end: 0, or -1. */
+int	jrnl_purge(struct jrnl *j);
+/* 1 when the database is reachable, else 0 with the reason in why. */
+int	jrnl_ready(struct jrnl *j, char *why, size_t whylen);
+void	jrnl_get_stats(struct jrnl *j, struct jrnl_stats *st);
+
+/* Reads: synchronous, on the reading connection. */
+enum jrnl_err jrnl_scan_unfinished(struct jrnl *j, const struct jrnl_scan *s,
+	    jrnl_job_fn cb, void *arg);
+/* JRNL_ENOTFOUND when there is no such job. */
+enum jrnl_err jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
+	    jrnl_job_fn cb, void *arg);
+enum jrnl_err jrnl_list_jobs(struct jrnl *j, const char *tenant,
+	    const struct jrnl_list *l, jrnl_job_fn cb, void *arg);
+/* Oldest first. */
+enum jrnl_err jrnl_list_transitions(struct jrnl *j, const char *tenant,
+	    const char *job_id, jrnl_transition_fn cb, void *arg);
+
+/*
+ * Tenants, keys and topics: synchronous.  Puts insert or update.  Deleting
+ * a tenant deletes its keys and topics and cancels its unfinished jobs;
+ * deleting a topic cancels its unfinished jobs.  tenant NULL in a scan means
+ * every tenant.
+ */
+enum jrnl_err jrnl_put_tenant(struct jrnl *j, const struct jrnl_tenant *t);
+enum jrnl_err jrnl_delete_tenant(struct jrnl *j, const char *name);
+enum jrnl_err jrnl_scan_tenants(struct jrnl *j, jrnl_tenant_fn cb, void *arg);
+enum jrnl_err jrnl_put_key(struct jrnl *j, const struct jrnl_key *k);
+enum jrnl_err jrnl_revoke_key(struct jrnl *j, const char *tenant,
+	    const char *key_id, int64_t revoked_ms);
+enum jrnl_err jrnl_scan_keys(struct jrnl *j, const char *tenant,
+	    jrnl_key_fn cb, void *arg);
+enum jrnl_err jrnl_put_topic(struct jrnl *j, const struct jrnl_topic *t);
+enum jrnl_err jrnl_delete_topic(struct jrnl *j, const char *tenant,
+	    const char *name);
+enum jrnl_err jrnl_scan_topics(struct jrnl *j, const char *tenant,
+	    jrnl_topic_fn cb, void *arg);
+
+#endif

@@ -1,0 +1,640 @@
+/*
+ * read.c - the journal's synchronous side: reads of jobs and transitions,
+ * and the tenant, key and topic records.
+ *
+ * Key decision: one reading connection guarded by a mutex, separate from
+ * the writer's, so a slow listing never delays a group commit.  Rows are
+ * copied out while the mutex is held and handed to the callback after it is
+ * released: a callback may take its time (a restore pushes each job into
+ * Redis) or call the journal again without blocking other readers or
+ * deadlocking.  The price is memory for one page of rows, which the caller
+ * bounds with its limit.  A connection that fails is dropped and made anew
+ * on the next call, at most every RECONNECT_US, so a missing database costs
+ * a reader an error, not a connect timeout each time.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "journal/internal.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define RECONNECT_US		500000
+#define DEFAULT_SCAN_LIMIT	1000
+#define DEFAULT_LIST_LIMIT	100
+#define MAX_LIMIT		100000
+#define MAX_TRANSITIONS		10000
+
+/* Copied rows: each one allocation, the struct first. */
+struct rows {
+	void	**v;
+	size_t	  n;
+	size_t	  cap;
+};
+
+static void
+rows_add(struct rows *r, void *p)
+{
+	if (r->n == r->cap) {
+		r->cap = r->cap ? r->cap * 2 : 16;
+		r->v = xreallocarray(r->v, r->cap, sizeof(*r->v));
+	}
+	r->v[r->n++] = p;
+}
+
+static void
+rows_free(struct rows *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		free(r->v[i]);
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Room a column takes as a NUL-terminated copy (0 for NULL). */
+static size_t
+col_size(const struct jrnl_val *v)
+{
+	return v->type == JRNL_V_TEXT || v->type == JRNL_V_BLOB ?
+	    v->len + 1 : 0;
+}
+
+/* Copy a column to *pp and return it; NULL for SQL NULL. */
+static const char *
+col_copy(const struct jrnl_val *v, char **pp)
+{
+	char *p = *pp;
+
+	if (v->type != JRNL_V_TEXT && v->type != JRNL_V_BLOB)
+		return NULL;
+	if (v->len > 0)
+		memcpy(p, v->p, v->len);
+	p[v->len] = '\0';
+	*pp = p + v->len + 1;
+	return p;
+}
+
+static int64_t
+col_int(const struct jrnl_val *v)
+{
+	return v->type == JRNL_V_INT ? v->i : 0;
+}
+
+static size_t
+cols_size(const struct jrnl_val *cols, size_t ncols)
+{
+	size_t i, size = 0;
+
+	for (i = 0; i < ncols; i++)
+		size += col_size(&cols[i]);
+	return size;
+}
+
+/* Rows of JOB_COLS (schema.c) into struct jrnl_job copies. */
+static int
+job_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	struct jrnl_job *job;
+	char *p;
+
+	if (ncols < 15)
+		return 1;
+	job = xcalloc(1, sizeof(*job) + cols_size(c, ncols));
+	p = (char *)(job + 1);
+	job->tenant = col_copy(&c[0], &p);
+	job->topic = col_copy(&c[1], &p);
+	job->id = col_copy(&c[2], &p);
+	job->bizkey = col_copy(&c[3], &p);
+	job->due_ms = col_int(&c[4]);
+	job->priority = (int)col_int(&c[5]);
+	job->body = col_copy(&c[6], &p);
+	job->body_len = c[6].len;
+	if (job->body == NULL) {
+		job->body = "";
+		job->body_len = 0;
+	}
+	job->headers_json = col_copy(&c[7], &p);
+	job->schedule = col_copy(&c[8], &p);
+	job->ttr_ms = col_int(&c[9]);
+	job->state = col_copy(&c[10], &p);
+	job->attempts = (int)col_int(&c[11]);
+	job->created_ms = col_int(&c[12]);
+	job->updated_ms = col_int(&c[13]);
+	job->finished_ms = col_int(&c[14]);
+	rows_add(arg, job);
+	return 0;
+}
+
+static int
+transition_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	struct jrnl_transition *t;
+	char *p;
+
+	if (ncols < 13)
+		return 1;
+	t = xcalloc(1, sizeof(*t) + cols_size(c, ncols));
+	p = (char *)(t + 1);
+	t->tenant = col_copy(&c[0], &p);
+	t->job_id = col_copy(&c[1], &p);
+	t->from_state = col_copy(&c[2], &p);
+	t->to_state = col_copy(&c[3], &p);
+	t->at_ms = col_int(&c[4]);
+	t->instance = col_copy(&c[5], &p);
+	t->host = col_copy(&c[6], &p);
+	t->shard = (int)col_int(&c[7]);
+	t->attempt = (int)col_int(&c[8]);
+	t->http_status = (int)col_int(&c[9]);
+	t->latency_ms = col_int(&c[10]);
+	t->error = col_copy(&c[11], &p);
+	t->excerpt = col_copy(&c[12], &p);
+	t->excerpt_len = t->excerpt != NULL ? c[12].len : 0;
+	rows_add(arg, t);
+	return 0;
+}
+
+static int
+tenant_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	struct jrnl_tenant *t;
+	char *p;
+
+	if (ncols < 3)
+		return 1;
+	t = xcalloc(1, sizeof(*t) + cols_size(c, ncols));
+	p = (char *)(t + 1);
+	t->name = col_copy(&c[0], &p);
+	t->created_ms = col_int(&c[1]);
+	t->settings_json = col_copy(&c[2], &p);
+	rows_add(arg, t);
+	return 0;
+}
+
+static int
+key_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	struct jrnl_key *k;
+	char *p;
+
+	if (ncols < 5)
+		return 1;
+	k = xcalloc(1, sizeof(*k) + cols_size(c, ncols));
+	p = (char *)(k + 1);
+	k->tenant = col_copy(&c[0], &p);
+	k->key_id = col_copy(&c[1], &p);
+	k->hash_hex = col_copy(&c[2], &p);
+	k->created_ms = col_int(&c[3]);
+	k->revoked_ms = col_int(&c[4]);
+	rows_add(arg, k);
+	return 0;
+}
+
+static int
+topic_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	struct jrnl_topic *t;
+	char *p;
+
+	if (ncols < 5)
+		return 1;
+	t = xcalloc(1, sizeof(*t) + cols_size(c, ncols));
+	p = (char *)(t + 1);
+	t->tenant = col_copy(&c[0], &p);
+	t->name = col_copy(&c[1], &p);
+	t->config_json = col_copy(&c[2], &p);
+	t->created_ms = col_int(&c[3]);
+	t->updated_ms = col_int(&c[4]);
+	rows_add(arg, t);
+	return 0;
+}
+
+/* The reading connection, under rmu. */
+
+static enum jrnl_err
+rconn_get(struct jrnl *j)
+{
+	char why[256];
+	enum jrnl_err e;
+
+	if (j->rconn != NULL)
+		return JRNL_OK;
+	if (clock_mono_us() < j->rconn_retry_mono_us)
+		return JRNL_EUNAVAIL;
+	e = jrnl_connect(j->drv, &j->url, j->cfg.timeout_ms,
+	    j->cfg.mode == JRNL_MODE_SYNC, &j->rconn, why, sizeof(why));
+	if (e != JRNL_OK) {
+		j->rconn = NULL;
+		j->rconn_retry_mono_us = clock_mono_us() + RECONNECT_US;
+		log_debug("journal: reader connect: %s", why);
+		return JRNL_EUNAVAIL;
+	}
+	return JRNL_OK;
+}
+
+/* After a failed statement: drop a connection that is gone. */
+static enum jrnl_err
+rconn_check(struct jrnl *j, enum jrnl_err e)
+{
+	if (e == JRNL_EUNAVAIL && j->rconn != NULL) {
+		if (!jrnl_test_unavailable())
+			log_debug("journal: reader: %s",
+			    j->drv->errmsg(j->rconn));
+		j->drv->close(j->rconn);
+		j->rconn = NULL;
+	} else if (e == JRNL_EINTERNAL)
+		log_warnx("journal: read refused: %s",
+		    j->drv->errmsg(j->rconn));
+	return e;
+}
+
+void
+jrnl_read_close(struct jrnl *j)
+{
+	if (j->rconn != NULL)
+		j->drv->close(j->rconn);
+	j->rconn = NULL;
+}
+
+/* Run one read statement and collect its rows. */
+static enum jrnl_err
+read_rows(struct jrnl *j, int id, const struct jrnl_val *a, size_t na,
+    jrnl_row_fn fn, struct rows *out)
+{
+	enum jrnl_err e;
+
+	if (j->off)
+		return JRNL_EOFF;
+	pthread_mutex_lock(&j->rmu);
+	if ((e = rconn_get(j)) == JRNL_OK)
+		e = rconn_check(j, jrnl_run(j->drv, j->rconn, id, a, na, fn,
+		    out, NULL));
+	pthread_mutex_unlock(&j->rmu);
+	if (e != JRNL_OK)
+		rows_free(out);
+	return e;
+}
+
+/*
+ * Run statements ids[0..n) with their arguments in one transaction;
+ * *changes gets the rows written by the first.
+ */
+struct wstep {
+	int			 id;
+	const struct jrnl_val	*a;
+	size_t			 na;
+};
+
+static enum jrnl_err
+write_steps(struct jrnl *j, const struct wstep *s, size_t n,
+    int64_t *changes)
+{
+	enum jrnl_err e;
+	size_t i;
+
+	if (j->off)
+		return JRNL_OK;
+	pthread_mutex_lock(&j->rmu);
+	if ((e = rconn_get(j)) != JRNL_OK)
+		goto out;
+	if (n > 1 && (e = j->drv->begin(j->rconn)) != JRNL_OK)
+		goto check;
+	for (i = 0; i < n && e == JRNL_OK; i++)
+		e = jrnl_run(j->drv, j->rconn, s[i].id, s[i].a, s[i].na, NULL,
+		    NULL, i == 0 ? changes : NULL);
+	if (n > 1) {
+		if (e == JRNL_OK)
+			e = j->drv->commit(j->rconn);
+		else
+			j->drv->rollback(j->rconn);
+	}
+check:
+	e = rconn_check(j, e);
+out:
+	pthread_mutex_unlock(&j->rmu);
+	return e;
+}
+
+static size_t
+clamp_limit(size_t limit, size_t dflt)
+{
+	if (limit == 0)
+		return dflt;
+	return limit > MAX_LIMIT ? MAX_LIMIT : limit;
+}
+
+static enum jrnl_err
+deliver_jobs(struct rows *r, jrnl_job_fn cb, void *arg)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		if (cb(r->v[i], arg) != 0)
+			break;
+	rows_free(r);
+	return JRNL_OK;
+}
+
+enum jrnl_err
+jrnl_scan_unfinished(struct jrnl *j, const struct jrnl_scan *s,
+    jrnl_job_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[5];
+	enum jrnl_err e;
+	size_t limit;
+
+	if (j == NULL || s == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	limit = clamp_limit(s->limit, DEFAULT_SCAN_LIMIT);
+	if (s->tenant != NULL) {
+		a[0] = jrnl_vtext(s->tenant);
+		a[1] = jrnl_vtext(s->after_id != NULL ? s->after_id : "");
+		a[2] = jrnl_vint(s->include_dead ? 1 : 0);
+		a[3] = jrnl_vint((int64_t)limit);
+		e = read_rows(j, JS_SCAN_TENANT, a, 4, job_row, &r);
+	} else {
+		a[0] = jrnl_vtext(s->after_tenant != NULL ? s->after_tenant :
+		    "");
+		a[1] = a[0];
+		a[2] = jrnl_vtext(s->after_tenant != NULL &&
+		    s->after_id != NULL ? s->after_id : "");
+		a[3] = jrnl_vint(s->include_dead ? 1 : 0);
+		a[4] = jrnl_vint((int64_t)limit);
+		e = read_rows(j, JS_SCAN_ALL, a, 5, job_row, &r);
+	}
+	if (e != JRNL_OK)
+		return e;
+	return deliver_jobs(&r, cb, arg);
+}
+
+enum jrnl_err
+jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
+    jrnl_job_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[2];
+	enum jrnl_err e;
+
+	if (j == NULL || tenant == NULL || id == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(tenant);
+	a[1] = jrnl_vtext(id);
+	if ((e = read_rows(j, JS_JOB_GET, a, 2, job_row, &r)) != JRNL_OK)
+		return e;
+	if (r.n == 0) {
+		rows_free(&r);
+		return JRNL_ENOTFOUND;
+	}
+	return deliver_jobs(&r, cb, arg);
+}
+
+enum jrnl_err
+jrnl_list_jobs(struct jrnl *j, const char *tenant, const struct jrnl_list *l,
+    jrnl_job_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[6];
+	enum jrnl_err e;
+	size_t na = 0;
+	int mask = 0;
+
+	if (j == NULL || tenant == NULL || l == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	a[na++] = jrnl_vtext(tenant);
+	/*
+	 * No cursor: start above every id.  Bytes 0xff never occur in UTF-8,
+	 * so this sorts after any id in both databases' byte order.
+	 */
+	a[na++] = jrnl_vtext(l->cursor != NULL ? l->cursor : "\xff\xff");
+	if (l->topic != NULL) {
+		mask |= JRNL_LIST_BY_TOPIC;
+		a[na++] = jrnl_vtext(l->topic);
+	}
+	if (l->state != NULL) {
+		mask |= JRNL_LIST_BY_STATE;
+		a[na++] = jrnl_vtext(l->state);
+	}
+	if (l->bizkey != NULL) {
+		mask |= JRNL_LIST_BY_BIZKEY;
+		a[na++] = jrnl_vtext(l->bizkey);
+	}
+	a[na++] = jrnl_vint((int64_t)clamp_limit(l->limit,
+	    DEFAULT_LIST_LIMIT));
+	if ((e = read_rows(j, JS_LIST + mask, a, na, job_row, &r)) != JRNL_OK)
+		return e;
+	return deliver_jobs(&r, cb, arg);
+}
+
+enum jrnl_err
+jrnl_list_transitions(struct jrnl *j, const char *tenant, const char *job_id,
+    jrnl_transition_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[3];
+	enum jrnl_err e;
+	size_t i;
+
+	if (j == NULL || tenant == NULL || job_id == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(tenant);
+	a[1] = jrnl_vtext(job_id);
+	a[2] = jrnl_vint(MAX_TRANSITIONS);
+	e = read_rows(j, JS_TRANS_LIST, a, 3, transition_row, &r);
+	if (e != JRNL_OK)
+		return e;
+	for (i = 0; i < r.n; i++)
+		if (cb(r.v[i], arg) != 0)
+			break;
+	rows_free(&r);
+	return JRNL_OK;
+}
+
+/* Tenants, keys, topics. */
+
+enum jrnl_err
+jrnl_put_tenant(struct jrnl *j, const struct jrnl_tenant *t)
+{
+	struct jrnl_val a[3];
+	struct wstep s = { JS_TENANT_UPSERT, a, 3 };
+
+	if (j == NULL || t == NULL || t->name == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(t->name);
+	a[1] = jrnl_vint(t->created_ms);
+	a[2] = jrnl_vtext(t->settings_json);
+	return write_steps(j, &s, 1, NULL);
+}
+
+enum jrnl_err
+jrnl_delete_tenant(struct jrnl *j, const char *name)
+{
+	struct jrnl_val a[1], c[3];
+	struct wstep s[4] = {
+		{ JS_TENANT_DELETE, a, 1 },
+		{ JS_TENANT_KEYS_DELETE, a, 1 },
+		{ JS_TENANT_TOPICS_DELETE, a, 1 },
+		{ JS_TENANT_JOBS_CANCEL, c, 3 },
+	};
+	int64_t now = clock_wall_ms(), changes = 0;
+	enum jrnl_err e;
+
+	if (j == NULL || name == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(name);
+	c[0] = jrnl_vint(now);
+	c[1] = jrnl_vint(now);
+	c[2] = jrnl_vtext(name);
+	e = write_steps(j, s, 4, &changes);
+	if (e == JRNL_OK && changes == 0 && !j->off)
+		return JRNL_ENOTFOUND;
+	return e;
+}
+
+enum jrnl_err
+jrnl_scan_tenants(struct jrnl *j, jrnl_tenant_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	enum jrnl_err e;
+	size_t i;
+
+	if (j == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	if ((e = read_rows(j, JS_TENANT_SCAN, NULL, 0, tenant_row, &r)) !=
+	    JRNL_OK)
+		return e;
+	for (i = 0; i < r.n; i++)
+		if (cb(r.v[i], arg) != 0)
+			break;
+	rows_free(&r);
+	return JRNL_OK;
+}
+
+enum jrnl_err
+jrnl_put_key(struct jrnl *j, const struct jrnl_key *k)
+{
+	struct jrnl_val a[5];
+	struct wstep s = { JS_KEY_UPSERT, a, 5 };
+
+	if (j == NULL || k == NULL || k->tenant == NULL || k->key_id == NULL ||
+	    k->hash_hex == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(k->tenant);
+	a[1] = jrnl_vtext(k->key_id);
+	a[2] = jrnl_vtext(k->hash_hex);
+	a[3] = jrnl_vint(k->created_ms);
+	a[4] = k->revoked_ms != 0 ? jrnl_vint(k->revoked_ms) :
+	    jrnl_vtext(NULL);
+	return write_steps(j, &s, 1, NULL);
+}
+
+enum jrnl_err
+jrnl_revoke_key(struct jrnl *j, const char *tenant, const char *key_id,
+    int64_t revoked_ms)
+{
+	struct jrnl_val a[3];
+	struct wstep s = { JS_KEY_REVOKE, a, 3 };
+	int64_t changes = 0;
+	enum jrnl_err e;
+
+	if (j == NULL || tenant == NULL || key_id == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vint(revoked_ms != 0 ? revoked_ms : clock_wall_ms());
+	a[1] = jrnl_vtext(tenant);
+	a[2] = jrnl_vtext(key_id);
+	e = write_steps(j, &s, 1, &changes);
+	if (e == JRNL_OK && changes == 0 && !j->off)
+		return JRNL_ENOTFOUND;
+	return e;
+}
+
+enum jrnl_err
+jrnl_scan_keys(struct jrnl *j, const char *tenant, jrnl_key_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[1];
+	enum jrnl_err e;
+	size_t i;
+
+	if (j == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(tenant);
+	e = tenant != NULL ? read_rows(j, JS_KEY_SCAN, a, 1, key_row, &r) :
+	    read_rows(j, JS_KEY_SCAN_ALL, NULL, 0, key_row, &r);
+	if (e != JRNL_OK)
+		return e;
+	for (i = 0; i < r.n; i++)
+		if (cb(r.v[i], arg) != 0)
+			break;
+	rows_free(&r);
+	return JRNL_OK;
+}
+
+enum jrnl_err
+jrnl_put_topic(struct jrnl *j, const struct jrnl_topic *t)
+{
+	struct jrnl_val a[5];
+	struct wstep s = { JS_TOPIC_UPSERT, a, 5 };
+
+	if (j == NULL || t == NULL || t->tenant == NULL || t->name == NULL ||
+	    t->config_json == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(t->tenant);
+	a[1] = jrnl_vtext(t->name);
+	a[2] = jrnl_vtext(t->config_json);
+	a[3] = jrnl_vint(t->created_ms);
+	a[4] = jrnl_vint(t->updated_ms != 0 ? t->updated_ms : t->created_ms);
+	return write_steps(j, &s, 1, NULL);
+}
+
+enum jrnl_err
+jrnl_delete_topic(struct jrnl *j, const char *tenant, const char *name)
+{
+	struct jrnl_val a[2], c[4];
+	struct wstep s[2] = {
+		{ JS_TOPIC_DELETE, a, 2 },
+		{ JS_TOPIC_JOBS_CANCEL, c, 4 },
+	};
+	int64_t now = clock_wall_ms(), changes = 0;
+	enum jrnl_err e;
+
+	if (j == NULL || tenant == NULL || name == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(tenant);
+	a[1] = jrnl_vtext(name);
+	c[0] = jrnl_vint(now);
+	c[1] = jrnl_vint(now);
+	c[2] = jrnl_vtext(tenant);
+	c[3] = jrnl_vtext(name);
+	e = write_steps(j, s, 2, &changes);
+	if (e == JRNL_OK && changes == 0 && !j->off)
+		return JRNL_ENOTFOUND;
+	return e;
+}
+
+enum jrnl_err
+jrnl_scan_topics(struct jrnl *j, const char *tenant, jrnl_topic_fn cb,
+    void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[1];
+	enum jrnl_err e;
+	size_t i;
+
+	if (j == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(tenant);
+	e = tenant != NULL ? read_rows(j, JS_TOPIC_SCAN, a, 1, topic_row, &r) :
+	    read_rows(j, JS_TOPIC_SCAN_ALL, NULL, 0, topic_row, &r);
+	if (e != JRNL_OK)
+		return e;
+	for (i = 0; i < r.n; i++)
+		if (cb(r.v[i], arg) != 0)
+			break;
+	rows_free(&r);
+	return JRNL_OK;
+}

@@ -1,0 +1,405 @@
+/*
+ * schema.c - the journal's tables, their versions and migrations, and the
+ * text of every statement the journal runs, in both dialects.
+ *
+ * Key decision: the schema carries a version (schema_version keeps one row
+ * per version applied) and a build migrates forward only, step by step,
+ * under a lock that serialises instances starting together; a database
+ * whose version is newer than the build is refused rather than written to
+ * in a format it does not know.  MySQL DDL commits implicitly, so every
+ * step is written to be safe to run twice (IF NOT EXISTS): a step cut short
+ * by a crash is simply run again.  MySQL columns are binary (VARBINARY,
+ * BLOB): bytes in, bytes out, compared as bytes like SQLite's BINARY
+ * collation, so a cursor orders the same in both and no charset conversion
+ * can refuse a row and stall a batch.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "journal/internal.h"
+#include "util/clock.h"
+
+#define JOB_COLS "tenant, topic, id, bizkey, due_ms, priority, body, " \
+	"headers, schedule, ttr_ms, state, attempts, created_ms, " \
+	"updated_ms, finished_ms"
+
+#define JOB_INSERT "INSERT INTO jobs (tenant, id, topic, bizkey, due_ms, " \
+	"priority, body, headers, schedule, ttr_ms, state, attempts, " \
+	"created_ms, updated_ms, finished_ms) " \
+	"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+#define UPSERT_SET(X) "topic = " X(topic) ", bizkey = " X(bizkey) \
+	", due_ms = " X(due_ms) ", priority = " X(priority) \
+	", body = " X(body) ", headers = " X(headers) \
+	", schedule = " X(schedule) ", ttr_ms = " X(ttr_ms) \
+	", state = " X(state) ", attempts = " X(attempts) \
+	", created_ms = " X(created_ms) ", updated_ms = " X(updated_ms) \
+	", finished_ms = " X(finished_ms)
+#define EXCLUDED(c)	"excluded." #c
+#define VALUES(c)	"VALUES(" #c ")"
+
+#define LIST_SQL(f) "SELECT " JOB_COLS " FROM jobs " \
+	"WHERE tenant = ? AND id < ?" f " ORDER BY id DESC LIMIT ?"
+
+#define TRANS_COLS "tenant, job_id, from_state, to_state, at_ms, " \
+	"instance, host, shard, attempt, http_status, latency_ms, error, " \
+	"excerpt"
+
+/* Statements the same in both dialects. */
+static const char *const common_sql[JS_COUNT] = {
+	[JS_TRANS_INSERT] = "INSERT INTO transitions (" TRANS_COLS ") "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	[JS_JOB_APPLY] = "UPDATE jobs SET state = ?, attempts = "
+	    "CASE WHEN ? > attempts THEN ? ELSE attempts END, "
+	    "updated_ms = ?, finished_ms = ? "
+	    "WHERE tenant = ? AND id = ? AND updated_ms <= ?",
+	[JS_JOB_GET] = "SELECT " JOB_COLS " FROM jobs "
+	    "WHERE tenant = ? AND id = ?",
+	[JS_SCAN_TENANT] = "SELECT " JOB_COLS " FROM jobs "
+	    "WHERE finished_ms IS NULL AND tenant = ? AND id > ? "
+	    "AND (? OR state <> 'dead') ORDER BY id LIMIT ?",
+	[JS_TRANS_LIST] = "SELECT " TRANS_COLS " FROM transitions "
+	    "WHERE tenant = ? AND job_id = ? ORDER BY id LIMIT ?",
+	[JS_PURGE_SELECT] = "SELECT tenant, id FROM jobs "
+	    "WHERE finished_ms < ? ORDER BY finished_ms LIMIT ?",
+	[JS_PURGE_TRANS] = "DELETE FROM transitions "
+	    "WHERE tenant = ? AND job_id = ?",
+	[JS_PURGE_JOB] = "DELETE FROM jobs "
+	    "WHERE tenant = ? AND id = ? AND finished_ms < ?",
+	[JS_TENANT_DELETE] = "DELETE FROM tenants WHERE name = ?",
+	[JS_TENANT_KEYS_DELETE] = "DELETE FROM api_keys WHERE tenant = ?",
+	[JS_TENANT_TOPICS_DELETE] = "DELETE FROM topics WHERE tenant = ?",
+	[JS_TENANT_JOBS_CANCEL] = "UPDATE jobs SET state = 'cancelled', "
+	    "updated_ms = ?, finished_ms = ? "
+	    "WHERE finished_ms IS NULL AND tenant = ?",
+	[JS_TENANT_SCAN] = "SELECT name, created_ms, settings FROM tenants "
+	    "ORDER BY name",
+	[JS_KEY_REVOKE] = "UPDATE api_keys SET revoked_ms = "
+	    "COALESCE(revoked_ms, ?) WHERE tenant = ? AND key_id = ?",
+	[JS_KEY_SCAN_ALL] = "SELECT tenant, key_id, hash, created_ms, "
+	    "revoked_ms FROM api_keys ORDER BY tenant, created_ms, key_id",
+	[JS_KEY_SCAN] = "SELECT tenant, key_id, hash, created_ms, "
+	    "revoked_ms FROM api_keys WHERE tenant = ? "
+	    "ORDER BY created_ms, key_id",
+	[JS_TOPIC_DELETE] = "DELETE FROM topics "
+	    "WHERE tenant = ? AND name = ?",
+	[JS_TOPIC_JOBS_CANCEL] = "UPDATE jobs SET state = 'cancelled', "
+	    "updated_ms = ?, finished_ms = ? "
+	    "WHERE tenant = ? AND topic = ? AND finished_ms IS NULL",
+	[JS_TOPIC_SCAN_ALL] = "SELECT tenant, name, config, created_ms, "
+	    "updated_ms FROM topics ORDER BY tenant, name",
+	[JS_TOPIC_SCAN] = "SELECT tenant, name, config, created_ms, "
+	    "updated_ms FROM topics WHERE tenant = ? ORDER BY name",
+	[JS_VERSION_GET] = "SELECT MAX(version) FROM schema_version",
+	[JS_VERSION_SET] = "INSERT INTO schema_version (version, applied_ms) "
+	    "VALUES (?, ?)",
+	[JS_PING] = "SELECT 1",
+	[JS_LIST + 0] = LIST_SQL(""),
+	[JS_LIST + JRNL_LIST_BY_TOPIC] = LIST_SQL(" AND topic = ?"),
+	[JS_LIST + JRNL_LIST_BY_STATE] = LIST_SQL(" AND state = ?"),
+	[JS_LIST + JRNL_LIST_BY_TOPIC + JRNL_LIST_BY_STATE] =
+	    LIST_SQL(" AND topic = ? AND state = ?"),
+	[JS_LIST + JRNL_LIST_BY_BIZKEY] = LIST_SQL(" AND bizkey = ?"),
+	[JS_LIST + JRNL_LIST_BY_TOPIC + JRNL_LIST_BY_BIZKEY] =
+	    LIST_SQL(" AND topic = ? AND bizkey = ?"),
+	[JS_LIST + JRNL_LIST_BY_STATE + JRNL_LIST_BY_BIZKEY] =
+	    LIST_SQL(" AND state = ? AND bizkey = ?"),
+	[JS_LIST + 7] = LIST_SQL(" AND topic = ? AND state = ? "
+	    "AND bizkey = ?"),
+};
+
+/*
+ * SQLite: upserts with ON CONFLICT; the cursor of the all-tenant scan as a
+ * row value, which SQLite turns into an index range (?2 repeats ?1 for
+ * MySQL's form and is not used here).
+ */
+static const char *const sqlite_sql[JS_COUNT] = {
+	[JS_JOB_UPSERT] = JOB_INSERT " ON CONFLICT (tenant, id) DO UPDATE "
+	    "SET " UPSERT_SET(EXCLUDED),
+	[JS_SCAN_ALL] = "SELECT " JOB_COLS " FROM jobs "
+	    "WHERE finished_ms IS NULL AND (tenant, id) > (?1, ?3) "
+	    "AND (?4 OR state <> 'dead') ORDER BY tenant, id LIMIT ?5",
+	[JS_TENANT_UPSERT] = "INSERT INTO tenants (name, created_ms, "
+	    "settings) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
+	    "SET settings = excluded.settings",
+	[JS_KEY_UPSERT] = "INSERT INTO api_keys (tenant, key_id, hash, "
+	    "created_ms, revoked_ms) VALUES (?, ?, ?, ?, ?) "
+	    "ON CONFLICT (tenant, key_id) DO UPDATE SET hash = excluded.hash, "
+	    "revoked_ms = excluded.revoked_ms",
+	[JS_TOPIC_UPSERT] = "INSERT INTO topics (tenant, name, config, "
+	    "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?) "
+	    "ON CONFLICT (tenant, name) DO UPDATE SET config = "
+	    "excluded.config, updated_ms = excluded.updated_ms",
+};
+
+/*
+ * MySQL: ON DUPLICATE KEY UPDATE; the cursor as an OR of two ranges on the
+ * same index, which the range optimiser merges.
+ */
+static const char *const mysql_sql[JS_COUNT] = {
+	[JS_JOB_UPSERT] = JOB_INSERT " ON DUPLICATE KEY UPDATE "
+	    UPSERT_SET(VALUES),
+	[JS_SCAN_ALL] = "SELECT " JOB_COLS " FROM jobs "
+	    "WHERE finished_ms IS NULL AND (tenant > ? OR "
+	    "(tenant = ? AND id > ?)) AND (? OR state <> 'dead') "
+	    "ORDER BY tenant, id LIMIT ?",
+	[JS_TENANT_UPSERT] = "INSERT INTO tenants (name, created_ms, "
+	    "settings) VALUES (?, ?, ?) "
+	    "ON DUPLICATE KEY UPDATE settings = VALUES(settings)",
+	[JS_KEY_UPSERT] = "INSERT INTO api_keys (tenant, key_id, hash, "
+	    "created_ms, revoked_ms) VALUES (?, ?, ?, ?, ?) "
+	    "ON DUPLICATE KEY UPDATE hash = VALUES(hash), "
+	    "revoked_ms = VALUES(revoked_ms)",
+	[JS_TOPIC_UPSERT] = "INSERT INTO topics (tenant, name, config, "
+	    "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?) "
+	    "ON DUPLICATE KEY UPDATE config = VALUES(config), "
+	    "updated_ms = VALUES(updated_ms)",
+};
+
+/* Version 0 -> 1: everything. */
+static const char *const sqlite_v1[] = {
+	"CREATE TABLE IF NOT EXISTS jobs ("
+	    "tenant TEXT NOT NULL, id TEXT NOT NULL, topic TEXT NOT NULL, "
+	    "bizkey TEXT, due_ms INTEGER NOT NULL, "
+	    "priority INTEGER NOT NULL DEFAULT 0, body BLOB NOT NULL, "
+	    "headers TEXT, schedule TEXT, ttr_ms INTEGER NOT NULL DEFAULT 0, "
+	    "state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, "
+	    "created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, "
+	    "finished_ms INTEGER, PRIMARY KEY (tenant, id))",
+	"CREATE INDEX IF NOT EXISTS jobs_topic ON jobs (tenant, topic, id)",
+	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs (tenant, state, id)",
+	"CREATE INDEX IF NOT EXISTS jobs_bizkey ON jobs (tenant, bizkey, id)",
+	"CREATE INDEX IF NOT EXISTS jobs_open ON jobs "
+	    "(finished_ms, tenant, id)",
+	"CREATE TABLE IF NOT EXISTS transitions ("
+	    "id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, "
+	    "job_id TEXT NOT NULL, from_state TEXT, to_state TEXT NOT NULL, "
+	    "at_ms INTEGER NOT NULL, instance TEXT NOT NULL DEFAULT '', "
+	    "host TEXT NOT NULL DEFAULT '', shard INTEGER NOT NULL DEFAULT 0, "
+	    "attempt INTEGER NOT NULL DEFAULT 0, "
+	    "http_status INTEGER NOT NULL DEFAULT 0, "
+	    "latency_ms INTEGER NOT NULL DEFAULT 0, error TEXT, excerpt BLOB)",
+	"CREATE INDEX IF NOT EXISTS transitions_job ON transitions "
+	    "(tenant, job_id, id)",
+	"CREATE TABLE IF NOT EXISTS tenants (name TEXT NOT NULL PRIMARY KEY, "
+	    "created_ms INTEGER NOT NULL, settings TEXT)",
+	"CREATE TABLE IF NOT EXISTS api_keys (tenant TEXT NOT NULL, "
+	    "key_id TEXT NOT NULL, hash TEXT NOT NULL, "
+	    "created_ms INTEGER NOT NULL, revoked_ms INTEGER, "
+	    "PRIMARY KEY (tenant, key_id))",
+	"CREATE TABLE IF NOT EXISTS topics (tenant TEXT NOT NULL, "
+	    "name TEXT NOT NULL, config TEXT NOT NULL, "
+	    "created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, "
+	    "PRIMARY KEY (tenant, name))",
+	NULL,
+};
+
+static const char *const mysql_v1[] = {
+	"CREATE TABLE IF NOT EXISTS jobs ("
+	    "tenant VARBINARY(64) NOT NULL, id VARBINARY(64) NOT NULL, "
+	    "topic VARBINARY(128) NOT NULL, bizkey VARBINARY(255) NULL, "
+	    "due_ms BIGINT NOT NULL, priority INT NOT NULL DEFAULT 0, "
+	    "body LONGBLOB NOT NULL, headers MEDIUMBLOB NULL, "
+	    "schedule BLOB NULL, ttr_ms BIGINT NOT NULL DEFAULT 0, "
+	    "state VARBINARY(16) NOT NULL, attempts INT NOT NULL DEFAULT 0, "
+	    "created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, "
+	    "finished_ms BIGINT NULL, PRIMARY KEY (tenant, id), "
+	    "KEY jobs_topic (tenant, topic, id), "
+	    "KEY jobs_state (tenant, state, id), "
+	    "KEY jobs_bizkey (tenant, bizkey, id), "
+	    "KEY jobs_open (finished_ms, tenant, id)) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS transitions ("
+	    "id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+	    "tenant VARBINARY(64) NOT NULL, job_id VARBINARY(64) NOT NULL, "
+	    "from_state VARBINARY(16) NULL, to_state VARBINARY(16) NOT NULL, "
+	    "at_ms BIGINT NOT NULL, instance VARBINARY(255) NOT NULL, "
+	    "host VARBINARY(255) NOT NULL, shard INT NOT NULL DEFAULT 0, "
+	    "attempt INT NOT NULL DEFAULT 0, "
+	    "http_status INT NOT NULL DEFAULT 0, "
+	    "latency_ms BIGINT NOT NULL DEFAULT 0, error BLOB NULL, "
+	    "excerpt BLOB NULL, "
+	    "KEY transitions_job (tenant, job_id, id)) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS tenants ("
+	    "name VARBINARY(64) NOT NULL PRIMARY KEY, "
+	    "created_ms BIGINT NOT NULL, settings MEDIUMBLOB NULL) "
+	    "ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS api_keys ("
+	    "tenant VARBINARY(64) NOT NULL, key_id VARBINARY(64) NOT NULL, "
+	    "hash VARBINARY(64) NOT NULL, created_ms BIGINT NOT NULL, "
+	    "revoked_ms BIGINT NULL, PRIMARY KEY (tenant, key_id)) "
+	    "ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS topics ("
+	    "tenant VARBINARY(64) NOT NULL, name VARBINARY(128) NOT NULL, "
+	    "config MEDIUMBLOB NOT NULL, created_ms BIGINT NOT NULL, "
+	    "updated_ms BIGINT NOT NULL, PRIMARY KEY (tenant, name)) "
+	    "ENGINE=InnoDB",
+	NULL,
+};
+
+/* migrations[v] takes a database from version v to v + 1. */
+static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
+	sqlite_v1,
+};
+static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
+	mysql_v1,
+};
+
+static const char sqlite_version_table[] =
+	"CREATE TABLE IF NOT EXISTS schema_version ("
+	"version INTEGER NOT NULL, applied_ms INTEGER NOT NULL)";
+static const char mysql_version_table[] =
+	"CREATE TABLE IF NOT EXISTS schema_version ("
+	"version INT NOT NULL, applied_ms BIGINT NOT NULL) ENGINE=InnoDB";
+
+const char *
+jrnl_sql(enum jrnl_kind kind, int id)
+{
+	const char *s;
+
+	if (id < 0 || id >= JS_COUNT)
+		return NULL;
+	s = kind == JRNL_KIND_MYSQL ? mysql_sql[id] : sqlite_sql[id];
+	return s != NULL ? s : common_sql[id];
+}
+
+struct jrnl_val
+jrnl_vint(int64_t i)
+{
+	struct jrnl_val v = { .type = JRNL_V_INT, .i = i };
+
+	return v;
+}
+
+struct jrnl_val
+jrnl_vtext(const char *s)
+{
+	struct jrnl_val v = { .type = JRNL_V_NULL };
+
+	if (s != NULL) {
+		v.type = JRNL_V_TEXT;
+		v.p = s;
+		v.len = strlen(s);
+	}
+	return v;
+}
+
+struct jrnl_val
+jrnl_vblob(const char *p, size_t len)
+{
+	struct jrnl_val v = { .type = JRNL_V_NULL };
+
+	if (p != NULL) {
+		v.type = JRNL_V_BLOB;
+		v.p = p;
+		v.len = len;
+	}
+	return v;
+}
+
+enum jrnl_err
+jrnl_run(const struct jrnl_driver *d, struct jrnl_conn *c, int id,
+    const struct jrnl_val *args, size_t nargs, jrnl_row_fn fn, void *arg,
+    int64_t *changes)
+{
+	if (jrnl_test_unavailable())
+		return JRNL_EUNAVAIL;
+	return d->run(c, id, jrnl_sql(d->kind, id), args, nargs, fn, arg,
+	    changes);
+}
+
+static int
+version_row(const struct jrnl_val *cols, size_t ncols, void *arg)
+{
+	int64_t *v = arg;
+
+	if (ncols >= 1 && cols[0].type == JRNL_V_INT)
+		*v = cols[0].i;
+	return 0;
+}
+
+enum jrnl_err
+jrnl_schema_ensure(const struct jrnl_driver *d, struct jrnl_conn *c,
+    char *why, size_t whylen)
+{
+	const char *const *const *steps;
+	const char *const *ddl;
+	struct jrnl_val args[2];
+	int64_t version = 0;
+	enum jrnl_err e;
+	int ok = 0;
+
+	steps = d->kind == JRNL_KIND_MYSQL ? mysql_migrations :
+	    sqlite_migrations;
+	if ((e = d->lock_schema(c)) != JRNL_OK) {
+		snprintf(why, whylen, "journal schema lock: %s", d->errmsg(c));
+		return e;
+	}
+	e = d->exec(c, d->kind == JRNL_KIND_MYSQL ? mysql_version_table :
+	    sqlite_version_table);
+	if (e != JRNL_OK)
+		goto fail;
+	e = jrnl_run(d, c, JS_VERSION_GET, NULL, 0, version_row, &version,
+	    NULL);
+	if (e != JRNL_OK)
+		goto fail;
+	if (version > JRNL_SCHEMA_VERSION) {
+		snprintf(why, whylen, "journal schema version %lld is newer "
+		    "than this retryd supports (%d): upgrade retryd",
+		    (long long)version, JRNL_SCHEMA_VERSION);
+		e = JRNL_ESCHEMA;
+		goto out;
+	}
+	if (version < 0) {
+		snprintf(why, whylen, "journal schema version %lld is invalid",
+		    (long long)version);
+		e = JRNL_ESCHEMA;
+		goto out;
+	}
+	for (; version < JRNL_SCHEMA_VERSION; version++) {
+		for (ddl = steps[version]; *ddl != NULL; ddl++)
+			if ((e = d->exec(c, *ddl)) != JRNL_OK)
+				goto fail;
+		args[0] = jrnl_vint(version + 1);
+		args[1] = jrnl_vint(clock_wall_ms());
+		e = jrnl_run(d, c, JS_VERSION_SET, args, 2, NULL, NULL, NULL);
+		if (e != JRNL_OK)
+			goto fail;
+	}
+	ok = 1;
+	goto out;
+fail:
+	snprintf(why, whylen, "journal schema: %s", d->errmsg(c));
+	if (e != JRNL_EUNAVAIL)
+		e = JRNL_ESCHEMA;
+out:
+	d->unlock_schema(c, ok);
+	return e;
+}
+
+static int	jrnl_fault;
+
+void
+jrnl_test_set_unavailable(int on)
+{
+	__atomic_store_n(&jrnl_fault, on, __ATOMIC_RELEASE);
+}
+
+int
+jrnl_test_unavailable(void)
+{
+	return __atomic_load_n(&jrnl_fault, __ATOMIC_ACQUIRE);
+}
+
+enum jrnl_err
+jrnl_connect(const struct jrnl_driver *d, const struct jrnl_url *u,
+    int64_t timeout_ms, int durable, struct jrnl_conn **out, char *why,
+    size_t whylen)
+{
+	if (jrnl_test_unavailable()) {
+		snprintf(why, whylen, "%s: unavailable (test hook)", d->name);
+		return JRNL_EUNAVAIL;
+	}
+	return d->connect(u, timeout_ms, durable, out, why, whylen);
+}
