@@ -39,14 +39,14 @@ def check_file(text):
 
 
 def bad_at_line5(line):
-    """A valid file with `line` as its line 5."""
+    """A valid file with `line` as its line 5 (no key of it elsewhere)."""
     return "\n".join([
         "# retryd test configuration",
-        'listen = "127.0.0.1:0";',
-        'data_dir = "/nonexistent/retryd-bb";',
         'log: { level = "info"; };',
-        line,
+        'redis: { url = "redis://127.0.0.1:1/0"; };',
         'journal: { url = "none"; };',
+        line,
+        'admin_key = "bb-admin";',
         ""])
 
 
@@ -96,7 +96,7 @@ def _():
 CONFIG_ERRORS = [
     # (line 5 of the file, regex the reason must match)
     ("this is not a setting", r"(?i)syntax|parse|expect|unexpected"),
-    ('data_dir "/x";', r"(?i)syntax|parse|expect|unexpected"),
+    ('instance "x";', r"(?i)syntax|parse|expect|unexpected"),
     ("scheduler: { shards = 0; };", r"(?i)range"),
     ('shutdown: { grace = "10parsecs"; };', r"(?i)duration"),
     ("nosuch = 1;", r"(?i)unknown.*nosuch|nosuch.*unknown"),
