@@ -1,0 +1,133 @@
+/*
+ * disp_int.h - what the dispatcher's files share and nobody else sees.
+ *
+ * Key decision: a transfer (struct disp_xfer) is allocated by disp_submit() on
+ * the caller's thread and from then on touched by exactly one loop thread, so
+ * it needs no lock; only the loop's submission queue and the in-flight counts
+ * are shared, each under its own mutex, and no thread ever holds two of these
+ * mutexes at once.
+ */
+#ifndef RETRYD_DISPATCHER_DISP_INT_H
+#define RETRYD_DISPATCHER_DISP_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "dispatcher/dispatcher.h"
+#include "util/buf.h"
+
+/* In-flight counts per tenant and topic (inflight.c). */
+struct disp_count;
+struct disp_counts {
+	pthread_mutex_t	  lock;
+	struct disp_count **b;		/* buckets */
+	size_t		  nb;		/* a power of two */
+	size_t		  nitems;
+	int		  total;
+};
+
+void	disp_counts_init(struct disp_counts *c);
+void	disp_counts_destroy(struct disp_counts *c);
+/* +1 for the topic; -1 with errno EAGAIN when max_total > 0 is reached. */
+int	disp_counts_add(struct disp_counts *c, const char *tenant,
+	    const char *topic, int max_total);
+void	disp_counts_del(struct disp_counts *c, const char *tenant,
+	    const char *topic);
+int	disp_counts_get(struct disp_counts *c, const char *tenant,
+	    const char *topic);
+int	disp_counts_total(struct disp_counts *c);
+void	disp_counts_foreach(struct disp_counts *c,
+	    void (*fn)(const char *tenant, const char *topic, int n, void *arg),
+	    void *arg);
+/* FNV-1a of tenant NUL topic: the counts' hash and the loop chooser. */
+uint64_t disp_topic_hash(const char *tenant, const char *topic);
+
+/* One request on its way (transfer.c). */
+struct disp_xfer {
+	struct disp_xfer *next;		/* queue, then running list */
+	struct disp_xfer *prev;
+	struct disp_loop *loop;
+	struct disp_request *req;
+	CURL		*easy;
+	struct curl_slist *hdrs;
+	struct buf	 excerpt;	/* capped at capture_max */
+	size_t		 body_bytes;	/* response body bytes seen */
+	size_t		 header_bytes;
+	int		 body_too_large;
+	int		 headers_too_large;
+	int		 allow_private;
+	char		 retry_after[128];	/* last final-block value */
+	char		 blocked[128];	/* why a socket was refused */
+	char		 errbuf[CURL_ERROR_SIZE];
+	int64_t		 started_ms;
+};
+
+/* 0, or -1 and a reason in why when the request cannot be sent as it is. */
+int	disp_xfer_setup(struct disp_xfer *x, const char *user_agent,
+	    char *why, size_t whylen);
+void	disp_xfer_result(struct disp_xfer *x, CURLcode rc,
+	    struct disp_result *res);
+/* Frees the transfer and its request (not the excerpt given away). */
+void	disp_xfer_free(struct disp_xfer *x);
+
+/* One event loop (loop.c). */
+struct disp_loop {
+	struct dispatcher *d;
+	int		 idx;
+	pthread_t	 thread;
+	int		 started;
+	int		 epfd;
+	int		 wakefd;	/* eventfd: queue, drain, stop */
+	int		 timerfd;	/* libcurl's timer */
+	int		 drainfd;	/* the drain deadline */
+	CURLM		*multi;
+
+	pthread_mutex_t	 lock;		/* guards the members below */
+	struct disp_xfer *qhead;
+	struct disp_xfer *qtail;
+	int		 stop;
+	int		 drain;
+	int64_t		 drain_grace_ms;
+
+	/* Loop thread only. */
+	struct disp_xfer *running;
+	int		 nrunning;
+	int		 drain_armed;
+	int		 aborting;	/* past the drain deadline */
+};
+
+int	disp_loop_init(struct disp_loop *l, struct dispatcher *d, int idx);
+void	disp_loop_destroy(struct disp_loop *l);
+void	*disp_loop_main(void *arg);
+void	disp_loop_enqueue(struct disp_loop *l, struct disp_xfer *x);
+void	disp_loop_drain(struct disp_loop *l, int64_t grace_ms);
+void	disp_loop_stop(struct disp_loop *l);
+
+struct dispatcher {
+	struct disp_config cfg;		/* user_agent points at ua */
+	char		*ua;
+	void		(*done)(struct disp_result *, void *);
+	void		*arg;
+	struct disp_loop *loops;
+	int		 nloops;
+	struct disp_counts counts;
+
+	pthread_mutex_t	 lock;		/* guards the members below */
+	pthread_cond_t	 idle;		/* outstanding reached 0 */
+	int		 outstanding;	/* accepted, done() not returned */
+	int		 draining;
+};
+
+/* A transfer is over: count it out, call done(), free it (disp.c). */
+void	disp_report(struct dispatcher *d, struct disp_xfer *x,
+	    struct disp_result *res);
+/* Fills res as SCHEDULE_ERROR with why, for a request that libcurl never
+ * finished: refused before sending, or handed back (unattempted or cut short
+ * by a drain). */
+void	disp_result_local(struct disp_xfer *x, struct disp_result *res,
+	    int handed_back, const char *why);
+
+#endif

@@ -1,0 +1,200 @@
+/*
+ * inflight.c - how many requests each tenant's topic has in flight.
+ *
+ * Key decision: one chained hash table under one mutex, keyed by
+ * "tenant NUL topic", whose entries exist only while their count is above
+ * zero, so the table's size follows the topics that are busy right now and
+ * not every topic ever seen.  A lock held for a hash probe is cheap next to
+ * an HTTP request, and the scheduler reads these counts to decide how much a
+ * topic may still send, so they must be exact, not eventually right.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatcher/disp_int.h"
+#include "util/xmalloc.h"
+
+#define COUNTS_MIN_BUCKETS	64
+
+struct disp_count {
+	struct disp_count *next;
+	uint64_t	 hash;
+	int		 n;
+	size_t		 tlen;		/* tenant's length; topic follows */
+	size_t		 klen;		/* key length, NULs included */
+	char		 key[];
+};
+
+uint64_t
+disp_topic_hash(const char *tenant, const char *topic)
+{
+	uint64_t h = 14695981039346656037ULL;
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)tenant; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h = (h ^ 0) * 1099511628211ULL;
+	for (p = (const unsigned char *)topic; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+void
+disp_counts_init(struct disp_counts *c)
+{
+	pthread_mutex_init(&c->lock, NULL);
+	c->nb = COUNTS_MIN_BUCKETS;
+	c->b = xcalloc(c->nb, sizeof(*c->b));
+	c->nitems = 0;
+	c->total = 0;
+}
+
+void
+disp_counts_destroy(struct disp_counts *c)
+{
+	struct disp_count *e, *next;
+	size_t i;
+
+	for (i = 0; i < c->nb; i++)
+		for (e = c->b[i]; e != NULL; e = next) {
+			next = e->next;
+			free(e);
+		}
+	free(c->b);
+	c->b = NULL;
+	pthread_mutex_destroy(&c->lock);
+}
+
+static struct disp_count **
+counts_find(struct disp_counts *c, uint64_t h, const char *tenant,
+    size_t tlen, const char *topic, size_t plen)
+{
+	struct disp_count **ep;
+
+	for (ep = &c->b[h & (c->nb - 1)]; *ep != NULL; ep = &(*ep)->next)
+		if ((*ep)->hash == h && (*ep)->tlen == tlen &&
+		    (*ep)->klen == tlen + plen + 2 &&
+		    memcmp((*ep)->key, tenant, tlen) == 0 &&
+		    memcmp((*ep)->key + tlen + 1, topic, plen) == 0)
+			return ep;
+	return ep;
+}
+
+static void
+counts_grow(struct disp_counts *c)
+{
+	struct disp_count **nb, *e, *next;
+	size_t i, n = c->nb * 2;
+
+	nb = xcalloc(n, sizeof(*nb));
+	for (i = 0; i < c->nb; i++)
+		for (e = c->b[i]; e != NULL; e = next) {
+			next = e->next;
+			e->next = nb[e->hash & (n - 1)];
+			nb[e->hash & (n - 1)] = e;
+		}
+	free(c->b);
+	c->b = nb;
+	c->nb = n;
+}
+
+int
+disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
+    int max_total)
+{
+	size_t tlen = strlen(tenant), plen = strlen(topic);
+	uint64_t h = disp_topic_hash(tenant, topic);
+	struct disp_count **ep, *e;
+	int ret = -1;
+
+	pthread_mutex_lock(&c->lock);
+	if (max_total > 0 && c->total >= max_total) {
+		errno = EAGAIN;
+		goto out;
+	}
+	ep = counts_find(c, h, tenant, tlen, topic, plen);
+	if (*ep == NULL) {
+		e = xmalloc(sizeof(*e) + tlen + plen + 2);
+		e->next = NULL;
+		e->hash = h;
+		e->n = 0;
+		e->tlen = tlen;
+		e->klen = tlen + plen + 2;
+		memcpy(e->key, tenant, tlen + 1);
+		memcpy(e->key + tlen + 1, topic, plen + 1);
+		*ep = e;
+		if (++c->nitems > c->nb)
+			counts_grow(c);
+	} else
+		e = *ep;
+	e->n++;
+	c->total++;
+	ret = 0;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+void
+disp_counts_del(struct disp_counts *c, const char *tenant, const char *topic)
+{
+	size_t tlen = strlen(tenant), plen = strlen(topic);
+	uint64_t h = disp_topic_hash(tenant, topic);
+	struct disp_count **ep, *e;
+
+	pthread_mutex_lock(&c->lock);
+	ep = counts_find(c, h, tenant, tlen, topic, plen);
+	if ((e = *ep) != NULL) {
+		c->total--;
+		if (--e->n == 0) {
+			*ep = e->next;
+			free(e);
+			c->nitems--;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+int
+disp_counts_get(struct disp_counts *c, const char *tenant, const char *topic)
+{
+	size_t tlen = strlen(tenant), plen = strlen(topic);
+	uint64_t h = disp_topic_hash(tenant, topic);
+	struct disp_count **ep;
+	int n;
+
+	pthread_mutex_lock(&c->lock);
+	ep = counts_find(c, h, tenant, tlen, topic, plen);
+	n = *ep != NULL ? (*ep)->n : 0;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+int
+disp_counts_total(struct disp_counts *c)
+{
+	int n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->total;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+void
+disp_counts_foreach(struct disp_counts *c,
+    void (*fn)(const char *tenant, const char *topic, int n, void *arg),
+    void *arg)
+{
+	struct disp_count *e;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < c->nb; i++)
+		for (e = c->b[i]; e != NULL; e = e->next)
+			fn(e->key, e->key + e->tlen + 1, e->n, arg);
+	pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,875 @@
+/*
+ * test_dispatcher.c - the dispatcher against a scripted in-process HTTP
+ * server (test_disp_server.c) on 127.0.0.1: outcomes, signing, headers,
+ * body bytes, capture caps, keep-alive, no head-of-line blocking, the SSRF
+ * refusal at connect time, and drain.
+ *
+ * Key decision: nothing here sleeps to let time pass.  Each result lands in
+ * a slot and a condition variable is signalled; a test waits for the
+ * condition with a generous deadline that only a failing test ever reaches.
+ * Ordering is asserted, not elapsed time: "all the fast ones finished while
+ * the slow one was still open".
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dispatcher/dispatcher.h"
+#include "tests/unit/test_disp_server.h"
+#include "util/clock.h"
+#include "util/crypto.h"
+#include "util/xmalloc.h"
+
+#define WAIT_MS		10000
+#define NSLOTS		256
+#define SECRET		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define BIG_LEN		(1024 * 1024)
+
+struct slot {
+	int		 done;
+	int		 order;		/* 1-based completion order */
+	struct disp_result res;		/* req is NULL in the copy */
+	char		*excerpt;	/* taken from the result */
+};
+
+struct fx {
+	struct tsrv	*srv;
+	struct dispatcher *d;
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cv;		/* CLOCK_MONOTONIC */
+	int		 ndone;
+	int		 chain_left;	/* done() resubmits while > 0 */
+	int		 errors;	/* seen on a dispatcher thread */
+	struct slot	 slots[NSLOTS];
+};
+
+static char	big_body[BIG_LEN];
+static const char hundred[] =
+    "0123456789012345678901234567890123456789012345678901234567890123456789"
+    "012345678901234567890123456789";
+
+/* --- the server's script, chosen by path ---------------------------- */
+
+static void
+handler(const struct tsrv_req *r, struct tsrv_reply *rep, void *arg)
+{
+	const char *p = r->path;
+
+	(void)arg;
+	if (strcmp(p, "/ok") == 0) {
+		rep->body = "hello";
+		rep->body_len = 5;
+	} else if (strncmp(p, "/status/", 8) == 0) {
+		rep->status = (int)strtol(p + 8, NULL, 10);
+		rep->body = "status";
+		rep->body_len = 6;
+	} else if (strcmp(p, "/retry/secs") == 0) {
+		rep->status = 429;
+		snprintf(rep->headers, sizeof(rep->headers),
+		    "Retry-After: 120\r\n");
+	} else if (strcmp(p, "/retry/date") == 0) {
+		rep->status = 503;
+		snprintf(rep->headers, sizeof(rep->headers),
+		    "Retry-After: Wed, 21 Oct 2037 07:28:00 GMT\r\n");
+	} else if (strcmp(p, "/retry/bad") == 0) {
+		rep->status = 429;
+		snprintf(rep->headers, sizeof(rep->headers),
+		    "Retry-After: soon\r\n");
+	} else if (strcmp(p, "/retry/500") == 0) {
+		rep->status = 500;
+		snprintf(rep->headers, sizeof(rep->headers),
+		    "Retry-After: 120\r\n");
+	} else if (strcmp(p, "/redirect") == 0) {
+		rep->status = 302;
+		snprintf(rep->headers, sizeof(rep->headers),
+		    "Location: /ok\r\n");
+	} else if (strcmp(p, "/hang") == 0) {
+		rep->hang = 1;
+		rep->body = "late";
+		rep->body_len = 4;
+	} else if (strcmp(p, "/big") == 0) {
+		rep->body = big_body;
+		rep->body_len = sizeof(big_body);
+	} else if (strcmp(p, "/body100") == 0) {
+		rep->body = hundred;
+		rep->body_len = 100;
+	} else
+		rep->status = 404;
+}
+
+/* --- collecting results --------------------------------------------- */
+
+static struct disp_request *
+mkreq(struct fx *f, const char *path, const char *topic, int slot);
+
+static void
+done_cb(struct disp_result *res, void *arg)
+{
+	struct fx *f = arg;
+	struct slot *s = res->cookie;
+	struct disp_request *next;
+	int k = -1;
+
+	pthread_mutex_lock(&f->mu);
+	s->res = *res;
+	s->res.req = NULL;
+	s->excerpt = res->body_excerpt;
+	res->body_excerpt = NULL;	/* ours now */
+	s->done = 1;
+	s->order = ++f->ndone;
+	if (f->chain_left > 0)
+		k = --f->chain_left;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	/* Submitting from done() must work: the scheduler refills here. */
+	if (k >= 0) {
+		next = mkreq(f, "/ok", "chain", (int)(s - f->slots) + 1);
+		if (disp_submit(f->d, next) == -1) {
+			disp_request_free(next);
+			pthread_mutex_lock(&f->mu);
+			f->errors++;
+			pthread_mutex_unlock(&f->mu);
+		}
+	}
+}
+
+static int
+wait_ndone(struct fx *f, int n)
+{
+	struct timespec dl;
+	int ret = 0;
+
+	tsrv_deadline(&dl, WAIT_MS);
+	pthread_mutex_lock(&f->mu);
+	while (f->ndone < n && ret == 0)
+		if (pthread_cond_timedwait(&f->cv, &f->mu, &dl) == ETIMEDOUT)
+			ret = f->ndone >= n ? 0 : -1;
+	pthread_mutex_unlock(&f->mu);
+	return ret;
+}
+
+static int
+slot_done(struct fx *f, int i)
+{
+	int d;
+
+	pthread_mutex_lock(&f->mu);
+	d = f->slots[i].done;
+	pthread_mutex_unlock(&f->mu);
+	return d;
+}
+
+static struct disp_request *
+mkreq(struct fx *f, const char *path, const char *topic, int slot)
+{
+	struct disp_request *r = disp_request_new();
+
+	r->url = xasprintf("http://127.0.0.1:%d%s", tsrv_port(f->srv), path);
+	r->tenant = xstrdup("acme");
+	r->topic = xstrdup(topic);
+	r->job_id = xasprintf("job-%d", slot);
+	r->attempt = 1;
+	r->body = xstrdup("{\"order\":42}");
+	r->body_len = strlen(r->body);
+	r->cookie = &f->slots[slot];
+	/* No cmocka assert: this also runs on a dispatcher thread. */
+	if (disp_request_set_secret(r, SECRET) == -1)
+		abort();
+	return r;
+}
+
+static void
+start_disp(struct fx *f, int threads, int allow_private, size_t capture,
+    int max_total)
+{
+	struct disp_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.threads = threads;
+	c.allow_private_targets = allow_private;
+	c.capture_max = capture;
+	c.max_total_in_flight = max_total;
+	c.user_agent = "retryd-test/1";
+	f->d = disp_new(&c, done_cb, f);
+	assert_non_null(f->d);
+}
+
+static void
+slot_clear(struct slot *s)
+{
+	free(s->excerpt);
+	s->excerpt = NULL;
+}
+
+/* Submits one request to path and waits for its result in slot 0. */
+static struct slot *
+run_one(struct fx *f, const char *path, int64_t timeout_ms)
+{
+	struct disp_request *r = mkreq(f, path, "orders", 0);
+	int n;
+
+	pthread_mutex_lock(&f->mu);
+	slot_clear(&f->slots[0]);
+	memset(&f->slots[0], 0, sizeof(f->slots[0]));
+	n = f->ndone + 1;
+	pthread_mutex_unlock(&f->mu);
+	if (timeout_ms > 0)
+		r->timeout_ms = timeout_ms;
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, n), 0);
+	return &f->slots[0];
+}
+
+static int
+setup(void **state)
+{
+	struct fx *f = xcalloc(1, sizeof(*f));
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	f->srv = tsrv_start(handler, NULL);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fx *f = *state;
+	int i;
+
+	tsrv_release(f->srv);
+	disp_free(f->d);
+	tsrv_stop(f->srv);
+	for (i = 0; i < NSLOTS; i++)
+		slot_clear(&f->slots[i]);
+	pthread_cond_destroy(&f->cv);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+	return 0;
+}
+
+/* --- outcomes ------------------------------------------------------- */
+
+static void
+test_ok(void **state)
+{
+	struct fx *f = *state;
+	const struct tsrv_req *q;
+	int64_t t0 = clock_wall_ms();
+	struct slot *s;
+
+	start_disp(f, 1, 1, 0, 0);
+	s = run_one(f, "/ok", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_OK);
+	assert_int_equal(s->res.http_status, 200);
+	assert_int_equal(s->res.handed_back, 0);
+	assert_int_equal(s->res.retry_after_ms, -1);
+	assert_true(s->res.started_ms >= t0);
+	assert_true(s->res.latency_ms >= 0);
+	assert_string_equal(s->res.error, "");
+	assert_int_equal(s->res.body_excerpt_len, 5);
+	assert_string_equal(s->excerpt, "hello");
+	assert_ptr_equal(s->res.cookie, &f->slots[0]);
+	q = tsrv_req(f->srv, 0);
+	assert_non_null(q);
+	assert_string_equal(q->method, "POST");
+	assert_string_equal(q->path, "/ok");
+	assert_int_equal(disp_inflight_total(f->d), 0);
+}
+
+struct status_row {
+	const char	*path;
+	enum schedule_outcome_kind kind;
+	int		 status;
+};
+
+static const struct status_row status_rows[] = {
+	{ "/status/200", SCHEDULE_OK, 200 },
+	{ "/status/204", SCHEDULE_OK, 204 },
+	{ "/status/299", SCHEDULE_OK, 299 },
+	{ "/status/500", SCHEDULE_HTTP, 500 },
+	{ "/status/410", SCHEDULE_HTTP, 410 },
+	{ "/status/404", SCHEDULE_HTTP, 404 },
+	{ "/status/400", SCHEDULE_HTTP, 400 },
+	{ "/redirect", SCHEDULE_HTTP, 302 },	/* never followed */
+	{ "/status/304", SCHEDULE_HTTP, 304 },
+};
+
+static void
+test_statuses(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+	size_t i, n = sizeof(status_rows) / sizeof(status_rows[0]);
+
+	start_disp(f, 1, 1, 0, 0);
+	for (i = 0; i < n; i++) {
+		s = run_one(f, status_rows[i].path, 0);
+		if (s->res.kind != status_rows[i].kind ||
+		    s->res.http_status != status_rows[i].status)
+			fail_msg("%s: kind %s status %d", status_rows[i].path,
+			    schedule_outcome_name(s->res.kind),
+			    s->res.http_status);
+		assert_int_equal(s->res.retry_after_ms, -1);
+		slot_clear(s);
+	}
+	/* The redirect was not followed: one request per row, none to /ok. */
+	assert_int_equal(tsrv_nreqs(f->srv), (int)n);
+	for (i = 0; i < n; i++)
+		assert_string_not_equal(tsrv_req(f->srv, (int)i)->path, "/ok");
+}
+
+static void
+test_retry_after(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+	int64_t t0, t1;
+
+	start_disp(f, 1, 1, 0, 0);
+	t0 = clock_wall_ms();
+	s = run_one(f, "/retry/secs", 0);
+	t1 = clock_wall_ms();
+	assert_int_equal(s->res.kind, SCHEDULE_HTTP);
+	assert_int_equal(s->res.http_status, 429);
+	assert_true(s->res.retry_after_ms >= t0 + 120000);
+	assert_true(s->res.retry_after_ms <= t1 + 120000);
+
+	s = run_one(f, "/retry/date", 0);
+	assert_int_equal(s->res.http_status, 503);
+	assert_int_equal(s->res.retry_after_ms, INT64_C(2139722880000));
+
+	s = run_one(f, "/retry/bad", 0);
+	assert_int_equal(s->res.http_status, 429);
+	assert_int_equal(s->res.retry_after_ms, -1);
+
+	/* Only 429 and 503 carry a Retry-After that counts. */
+	s = run_one(f, "/retry/500", 0);
+	assert_int_equal(s->res.http_status, 500);
+	assert_int_equal(s->res.retry_after_ms, -1);
+}
+
+static void
+test_timeout(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+
+	start_disp(f, 1, 1, 0, 0);
+	s = run_one(f, "/hang", 300);
+	assert_int_equal(s->res.kind, SCHEDULE_TIMEOUT);
+	assert_int_equal(s->res.http_status, 0);
+	assert_int_equal(s->res.handed_back, 0);
+	assert_string_not_equal(s->res.error, "");
+}
+
+static void
+test_connect_refused(void **state)
+{
+	struct fx *f = *state;
+	struct disp_request *r;
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int fd;
+
+	/* A port that was free a moment ago and has no listener now. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+	close(fd);
+
+	start_disp(f, 1, 1, 0, 0);
+	r = mkreq(f, "/", "orders", 0);
+	free(r->url);
+	r->url = xasprintf("http://127.0.0.1:%d/", ntohs(sin.sin_port));
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 1), 0);
+	assert_int_equal(f->slots[0].res.kind, SCHEDULE_CONNECT);
+	assert_string_not_equal(f->slots[0].res.error, "");
+}
+
+static void
+test_dns(void **state)
+{
+	struct fx *f = *state;
+	struct disp_request *r;
+
+	start_disp(f, 1, 0, 0, 0);
+	r = mkreq(f, "/", "orders", 0);
+	free(r->url);
+	r->url = xstrdup("http://no-such-host.invalid/hook");
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 1), 0);
+	assert_int_equal(f->slots[0].res.kind, SCHEDULE_DNS);
+}
+
+static void
+test_blocked(void **state)
+{
+	struct fx *f = *state;
+	struct disp_request *r;
+	struct slot *s;
+
+	start_disp(f, 1, 0, 0, 0);
+	s = run_one(f, "/ok", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_BLOCKED);
+	assert_string_equal(s->res.error,
+	    "target address refused: loopback 127.0.0.1");
+	slot_clear(s);
+
+	/* A name is judged by the address it resolves to. */
+	r = mkreq(f, "/ok", "orders", 1);
+	free(r->url);
+	r->url = xasprintf("http://localhost:%d/ok", tsrv_port(f->srv));
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 2), 0);
+	assert_int_equal(f->slots[1].res.kind, SCHEDULE_BLOCKED);
+	assert_non_null(strstr(f->slots[1].res.error, "loopback"));
+	assert_int_equal(tsrv_accepts(f->srv), 0);
+
+	/* The same target is fine when private targets are allowed. */
+	disp_free(f->d);
+	start_disp(f, 1, 1, 0, 0);
+	s = run_one(f, "/ok", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_OK);
+	assert_int_equal(tsrv_accepts(f->srv), 1);
+}
+
+/* --- what goes over the wire ---------------------------------------- */
+
+static void
+test_signature_and_headers(void **state)
+{
+	struct fx *f = *state;
+	const struct tsrv_req *q;
+	struct disp_request *r;
+	char want[3 + BASE64_ENCODED_LEN(SHA256_LEN)], host[64], *msg;
+	uint8_t key[64], mac[SHA256_LEN];
+	const char *v, *ts;
+	int64_t t0, t1, sec;
+	ssize_t klen;
+	int n;
+
+	start_disp(f, 1, 1, 0, 0);
+	r = mkreq(f, "/ok", "orders", 0);
+	r->attempt = 3;
+	assert_int_equal(disp_request_add_header(r, "X-Custom", "yes"), 0);
+	assert_int_equal(disp_request_add_header(r, "X-Empty", ""), 0);
+	assert_int_equal(disp_request_add_header(r, "webhook-id", "evil"), 0);
+	assert_int_equal(disp_request_add_header(r, "Webhook-Signature",
+	    "v1,evil"), 0);
+	assert_int_equal(disp_request_add_header(r, "webhook-timestamp",
+	    "1"), 0);
+	assert_int_equal(disp_request_add_header(r, "Retryd-Topic", "evil"),
+	    0);
+	assert_int_equal(disp_request_add_header(r, "retryd-attempt", "99"),
+	    0);
+	assert_int_equal(disp_request_add_header(r, "Content-Length", "1"), 0);
+	assert_int_equal(disp_request_add_header(r, "Host", "evil.example"),
+	    0);
+	assert_int_equal(disp_request_add_header(r, "Expect", "100-continue"),
+	    0);
+	t0 = clock_wall_ms() / 1000;
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 1), 0);
+	t1 = clock_wall_ms() / 1000;
+	assert_int_equal(f->slots[0].res.kind, SCHEDULE_OK);
+	q = tsrv_req(f->srv, 0);
+	assert_non_null(q);
+
+	v = tsrv_header(q, "webhook-id", &n);
+	assert_int_equal(n, 1);
+	assert_string_equal(v, "job-0");
+	ts = tsrv_header(q, "webhook-timestamp", &n);
+	assert_int_equal(n, 1);
+	sec = strtoll(ts, NULL, 10);
+	assert_true(sec >= t0 && sec <= t1);
+	assert_string_equal(tsrv_header(q, "retryd-attempt", &n), "3");
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "retryd-topic", &n), "orders");
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "retryd-tenant", &n), "acme");
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "content-type", &n),
+	    "application/json");
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "x-custom", NULL), "yes");
+	assert_string_equal(tsrv_header(q, "x-empty", &n), "");
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "user-agent", NULL),
+	    "retryd-test/1");
+	snprintf(host, sizeof(host), "127.0.0.1:%d", tsrv_port(f->srv));
+	assert_string_equal(tsrv_header(q, "host", &n), host);
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "content-length", &n), "12");
+	assert_int_equal(n, 1);
+	assert_null(tsrv_header(q, "expect", NULL));
+	assert_int_equal(q->body_len, 12);
+
+	/* Recompute the signature from what the server received. */
+	klen = base64_decode(SECRET + 6, strlen(SECRET) - 6, key, sizeof(key));
+	assert_true(klen > 0);
+	msg = xasprintf("%s.%s.%.*s", tsrv_header(q, "webhook-id", NULL), ts,
+	    (int)q->body_len, (const char *)q->body);
+	hmac_sha256(key, (size_t)klen, msg, strlen(msg), mac);
+	free(msg);
+	memcpy(want, "v1,", 3);
+	assert_true(base64_encode(mac, sizeof(mac), want + 3,
+	    sizeof(want) - 3, 0) > 0);
+	assert_string_equal(tsrv_header(q, "webhook-signature", &n), want);
+	assert_int_equal(n, 1);
+}
+
+static void
+test_content_type_and_unsigned(void **state)
+{
+	struct fx *f = *state;
+	const struct tsrv_req *q;
+	struct disp_request *r;
+	int n;
+
+	start_disp(f, 1, 1, 0, 0);
+	r = mkreq(f, "/ok", "orders", 0);
+	assert_int_equal(disp_request_add_header(r, "content-TYPE",
+	    "text/plain; charset=utf-8"), 0);
+	r->secret_len = 0;
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 1), 0);
+	q = tsrv_req(f->srv, 0);
+	assert_string_equal(tsrv_header(q, "content-type", &n),
+	    "text/plain; charset=utf-8");
+	assert_int_equal(n, 1);
+	assert_null(tsrv_header(q, "webhook-signature", NULL));
+}
+
+static void
+test_body_bytes(void **state)
+{
+	struct fx *f = *state;
+	const size_t len = 200 * 1024;
+	const struct tsrv_req *q;
+	struct disp_request *r;
+	size_t i;
+
+	start_disp(f, 1, 1, 0, 0);
+	r = mkreq(f, "/ok", "orders", 0);
+	free(r->body);
+	r->body = xmalloc(len);
+	for (i = 0; i < len; i++)	/* every byte value, NUL and CR too */
+		r->body[i] = (char)((i * 7) ^ (i >> 8));
+	r->body_len = len;
+	assert_int_equal(disp_submit(f->d, r), 0);
+
+	r = mkreq(f, "/ok", "orders", 1);
+	free(r->body);
+	r->body = NULL;
+	r->body_len = 0;
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 2), 0);
+	assert_int_equal(f->slots[0].res.kind, SCHEDULE_OK);
+	assert_int_equal(f->slots[1].res.kind, SCHEDULE_OK);
+	assert_int_equal(tsrv_nreqs(f->srv), 2);
+	/* They ran at once: find the big one. */
+	q = tsrv_req(f->srv, 0);
+	if (q->body_len == 0)
+		q = tsrv_req(f->srv, 1);
+	assert_int_equal(q->body_len, len);
+	for (i = 0; i < len; i++)
+		if (q->body[i] != (uint8_t)((i * 7) ^ (i >> 8)))
+			fail_msg("body byte %zu differs", i);
+	q = tsrv_req(f->srv, q == tsrv_req(f->srv, 0) ? 1 : 0);
+	assert_int_equal(q->body_len, 0);
+	assert_string_equal(tsrv_header(q, "content-length", NULL), "0");
+}
+
+static void
+test_excerpt_cap(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+
+	memset(big_body, 'B', sizeof(big_body));
+	start_disp(f, 1, 1, 16, 0);
+	s = run_one(f, "/body100", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_OK);
+	assert_int_equal(s->res.body_excerpt_len, 16);
+	assert_memory_equal(s->excerpt, hundred, 16);
+	assert_int_equal(s->excerpt[16], '\0');
+	assert_string_equal(s->res.error, "");
+	slot_clear(s);
+
+	/* A huge body: the status counts, reading stops, nothing hangs. */
+	s = run_one(f, "/big", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_OK);
+	assert_int_equal(s->res.http_status, 200);
+	assert_int_equal(s->res.body_excerpt_len, 16);
+	assert_memory_equal(s->excerpt, "BBBBBBBBBBBBBBBB", 16);
+	assert_non_null(strstr(s->res.error, "not read"));
+}
+
+static void
+test_bad_header_not_sent(void **state)
+{
+	struct fx *f = *state;
+	struct disp_request *r;
+
+	start_disp(f, 1, 1, 0, 0);
+	r = mkreq(f, "/ok", "orders", 0);
+	/* Filled by hand, past disp_request_add_header's check. */
+	r->headers = xcalloc(1, sizeof(*r->headers));
+	r->headers[0].name = xstrdup("X-Bad");
+	r->headers[0].value = xstrdup("a\r\nX-Evil: 1");
+	r->nheaders = 1;
+	assert_int_equal(disp_submit(f->d, r), 0);
+	assert_int_equal(wait_ndone(f, 1), 0);
+	assert_int_equal(f->slots[0].res.kind, SCHEDULE_ERROR);
+	assert_int_equal(f->slots[0].res.handed_back, 0);
+	assert_non_null(strstr(f->slots[0].res.error, "X-Bad"));
+	assert_int_equal(tsrv_accepts(f->srv), 0);
+}
+
+/* --- concurrency ---------------------------------------------------- */
+
+static void
+test_keepalive(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+
+	start_disp(f, 1, 1, 0, 0);
+	s = run_one(f, "/ok", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_OK);
+	slot_clear(s);
+	s = run_one(f, "/status/500", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_HTTP);
+	assert_int_equal(tsrv_nreqs(f->srv), 2);
+	assert_int_equal(tsrv_accepts(f->srv), 1);
+	assert_int_equal(tsrv_req(f->srv, 1)->conn, 1);
+}
+
+static void
+count_topic(const char *tenant, const char *topic, int n, void *arg)
+{
+	int *seen = arg;
+
+	assert_string_equal(tenant, "acme");
+	assert_string_equal(topic, "slow");
+	assert_int_equal(n, 1);
+	(*seen)++;
+}
+
+static void
+no_hol(struct fx *f, int threads)
+{
+	const int nfast = 200;
+	int i, seen = 0;
+
+	start_disp(f, threads, 1, 0, 0);
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "slow", 0)), 0);
+	assert_int_equal(tsrv_wait_reqs(f->srv, 1, WAIT_MS), 0);
+	for (i = 1; i <= nfast; i++)
+		assert_int_equal(disp_submit(f->d,
+		    mkreq(f, "/ok", "fast", i)), 0);
+	assert_int_equal(wait_ndone(f, nfast), 0);
+	/* Every fast one finished while the slow one was still open. */
+	assert_int_equal(slot_done(f, 0), 0);
+	for (i = 1; i <= nfast; i++)
+		assert_int_equal(f->slots[i].res.kind, SCHEDULE_OK);
+	assert_int_equal(disp_inflight(f->d, "acme", "slow"), 1);
+	assert_int_equal(disp_inflight(f->d, "acme", "fast"), 0);
+	assert_int_equal(disp_inflight(f->d, "other", "slow"), 0);
+	assert_int_equal(disp_inflight_total(f->d), 1);
+	disp_inflight_foreach(f->d, count_topic, &seen);
+	assert_int_equal(seen, 1);
+
+	tsrv_release(f->srv);
+	assert_int_equal(wait_ndone(f, nfast + 1), 0);
+	assert_int_equal(f->slots[0].res.kind, SCHEDULE_OK);
+	assert_int_equal(f->slots[0].order, nfast + 1);
+	assert_string_equal(f->slots[0].excerpt, "late");
+	assert_int_equal(disp_inflight_total(f->d), 0);
+}
+
+static void
+test_no_hol_1(void **state)
+{
+	no_hol(*state, 1);
+}
+
+static void
+test_no_hol_4(void **state)
+{
+	no_hol(*state, 4);
+}
+
+static void
+test_submit_from_done(void **state)
+{
+	struct fx *f = *state;
+	int i;
+
+	start_disp(f, 2, 1, 0, 0);
+	pthread_mutex_lock(&f->mu);
+	f->chain_left = 5;
+	pthread_mutex_unlock(&f->mu);
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/ok", "chain", 0)), 0);
+	assert_int_equal(wait_ndone(f, 6), 0);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(f->slots[i].res.kind, SCHEDULE_OK);
+		assert_int_equal(f->slots[i].order, i + 1);
+	}
+	assert_int_equal(f->errors, 0);
+	assert_int_equal(tsrv_accepts(f->srv), 1);
+}
+
+static void
+test_submit_refusals(void **state)
+{
+	struct fx *f = *state;
+	struct disp_request *r;
+
+	start_disp(f, 1, 1, 0, 2);
+	r = mkreq(f, "/ok", "orders", 9);
+	free(r->job_id);
+	r->job_id = NULL;
+	errno = 0;
+	assert_int_equal(disp_submit(f->d, r), -1);
+	assert_int_equal(errno, EINVAL);
+	r->job_id = xstrdup("job-9");
+	r->attempt = 0;
+	assert_int_equal(disp_submit(f->d, r), -1);
+	assert_int_equal(errno, EINVAL);
+	r->attempt = 1;
+	assert_int_equal(disp_submit(NULL, r), -1);
+
+	/* max_total_in_flight = 2 */
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "a", 0)), 0);
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "b", 1)), 0);
+	errno = 0;
+	assert_int_equal(disp_submit(f->d, r), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(disp_inflight_total(f->d), 2);
+	tsrv_release(f->srv);
+	assert_int_equal(wait_ndone(f, 2), 0);
+	assert_int_equal(disp_submit(f->d, r), 0);	/* room again */
+	assert_int_equal(wait_ndone(f, 3), 0);
+	assert_int_equal(f->slots[9].res.kind, SCHEDULE_OK);
+}
+
+/* --- drain ---------------------------------------------------------- */
+
+static void
+test_drain_hands_back(void **state)
+{
+	struct fx *f = *state;
+	struct disp_request *r;
+	int i;
+
+	start_disp(f, 2, 1, 0, 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(disp_submit(f->d, mkreq(f, "/hang",
+		    i == 1 ? "other" : "orders", i)), 0);
+	assert_int_equal(tsrv_wait_reqs(f->srv, 3, WAIT_MS), 0);
+	disp_drain(f->d, 100);
+	/* drain returns after every done(): no waiting needed. */
+	assert_int_equal(f->ndone, 3);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(f->slots[i].res.handed_back, 1);
+		assert_int_equal(f->slots[i].res.kind, SCHEDULE_ERROR);
+		assert_true(f->slots[i].res.started_ms > 0);
+	}
+	assert_int_equal(disp_inflight_total(f->d), 0);
+
+	r = mkreq(f, "/ok", "orders", 5);
+	errno = 0;
+	assert_int_equal(disp_submit(f->d, r), -1);
+	assert_int_equal(errno, ESHUTDOWN);
+	disp_request_free(r);		/* still ours */
+	disp_drain(f->d, 100);		/* idempotent */
+}
+
+static void
+test_drain_finishes_work(void **state)
+{
+	struct fx *f = *state;
+	int i;
+
+	start_disp(f, 1, 1, 0, 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(disp_submit(f->d, mkreq(f, "/ok", "orders",
+		    i)), 0);
+	disp_drain(f->d, WAIT_MS);
+	assert_int_equal(f->ndone, 3);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(f->slots[i].res.handed_back, 0);
+		assert_int_equal(f->slots[i].res.kind, SCHEDULE_OK);
+	}
+}
+
+static void
+test_free_without_drain(void **state)
+{
+	struct fx *f = *state;
+
+	start_disp(f, 1, 1, 0, 0);
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "orders", 0)),
+	    0);
+	assert_int_equal(tsrv_wait_reqs(f->srv, 1, WAIT_MS), 0);
+	disp_free(f->d);
+	f->d = NULL;
+	assert_int_equal(f->ndone, 1);
+	assert_int_equal(f->slots[0].res.handed_back, 1);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_ok),
+		T(test_statuses),
+		T(test_retry_after),
+		T(test_timeout),
+		T(test_connect_refused),
+		T(test_dns),
+		T(test_blocked),
+		T(test_signature_and_headers),
+		T(test_content_type_and_unsigned),
+		T(test_body_bytes),
+		T(test_excerpt_cap),
+		T(test_bad_header_not_sent),
+		T(test_keepalive),
+		T(test_no_hol_1),
+		T(test_no_hol_4),
+		T(test_submit_from_done),
+		T(test_submit_refusals),
+		T(test_drain_hands_back),
+		T(test_drain_finishes_work),
+		T(test_free_without_drain),
+	};
+
+	return cmocka_run_group_tests_name("dispatcher", tests, NULL, NULL);
+}
