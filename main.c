@@ -166,10 +166,11 @@ main(int argc, char *argv[])
 				log_warnx("SIGHUP: not reloaded: %s", err);
 				continue;
 			}
-			log_set_level((enum log_level)CONF_GET(log_level));
-			wire_reloaded(w);
+			/* Said before the new level can hide it. */
 			log_info("SIGHUP: configuration reloaded from %s",
 			    path);
+			log_set_level((enum log_level)CONF_GET(log_level));
+			wire_reloaded(w);
 			continue;
 		}
 		log_info("%s: draining (grace %lld ms)", strsignal(sig),
