@@ -67,7 +67,7 @@ struct disp_xfer {
 
 /* 0, or -1 and a reason in why when the request cannot be sent as it is. */
 int	disp_xfer_setup(struct disp_xfer *x, const char *user_agent,
-	    char *why, size_t whylen);
+	    CURLSH *share, char *why, size_t whylen);
 void	disp_xfer_result(struct disp_xfer *x, CURLcode rc,
 	    struct disp_result *res);
 /* Frees the transfer and its request (not the excerpt given away). */
@@ -84,6 +84,7 @@ struct disp_loop {
 	int		 timerfd;	/* libcurl's timer */
 	int		 drainfd;	/* the drain deadline */
 	CURLM		*multi;
+	CURLSH		*share;		/* TLS sessions */
 
 	pthread_mutex_t	 lock;		/* guards the members below */
 	struct disp_xfer *qhead;

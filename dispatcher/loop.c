@@ -85,10 +85,12 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 	op = socketp == NULL ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
 	if (epoll_ctl(l->epfd, op, s, &ev) == -1) {
 		op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+		/* Not -1: that would abort every transfer of the multi
+		 * handle; this one alone runs into its timeout instead. */
 		if (epoll_ctl(l->epfd, op, s, &ev) == -1) {
 			log_warn("dispatcher %d: epoll_ctl on socket %d",
 			    l->idx, (int)s);
-			return -1;
+			return 0;
 		}
 	}
 	if (socketp == NULL)
@@ -144,6 +146,15 @@ disp_loop_init(struct disp_loop *l, struct dispatcher *d, int idx)
 	curl_multi_setopt(l->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
 	curl_multi_setopt(l->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
 	    (long)d->cfg.max_host_connections);
+	/* TLS sessions are shared by the loop's transfers so a new
+	 * connection to a known host resumes instead of a full handshake.
+	 * One thread uses it: no lock callbacks needed. */
+	if ((l->share = curl_share_init()) == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	curl_share_setopt(l->share, CURLSHOPT_SHARE,
+	    CURL_LOCK_DATA_SSL_SESSION);
 	return 0;
 }
 
@@ -154,6 +165,10 @@ disp_loop_destroy(struct disp_loop *l)
 	if (l->multi != NULL)
 		curl_multi_cleanup(l->multi);
 	l->multi = NULL;
+	/* After every easy handle is gone, or it is still "in use". */
+	if (l->share != NULL)
+		curl_share_cleanup(l->share);
+	l->share = NULL;
 	if (l->drainfd != -1)
 		close(l->drainfd);
 	if (l->timerfd != -1)
@@ -207,7 +222,8 @@ xfer_start(struct disp_loop *l, struct disp_xfer *x)
 	x->loop = l;
 	x->started_ms = clock_wall_ms();
 	x->allow_private = d->cfg.allow_private_targets;
-	if (disp_xfer_setup(x, d->cfg.user_agent, why, sizeof(why)) == -1) {
+	if (disp_xfer_setup(x, d->cfg.user_agent, l->share, why,
+	    sizeof(why)) == -1) {
 		fail_local(l, x, 0, why);
 		return;
 	}

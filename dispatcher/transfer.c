@@ -247,8 +247,8 @@ opensocket_cb(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
 } while (0)
 
 int
-disp_xfer_setup(struct disp_xfer *x, const char *user_agent, char *why,
-    size_t whylen)
+disp_xfer_setup(struct disp_xfer *x, const char *user_agent, CURLSH *share,
+    char *why, size_t whylen)
 {
 	const struct disp_request *r = x->req;
 	long timeout;
@@ -291,6 +291,8 @@ disp_xfer_setup(struct disp_xfer *x, const char *user_agent, char *why,
 	SETOPT(CURLOPT_HEADERDATA, x);
 	SETOPT(CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
 	SETOPT(CURLOPT_OPENSOCKETDATA, x);
+	if (share != NULL)
+		SETOPT(CURLOPT_SHARE, share);
 	ret = 0;
 out:
 	return ret;
