@@ -60,7 +60,8 @@ struct disp_header {
  */
 struct disp_request {
 	char		*url;
-	struct disp_header *headers;	/* topic's then job's; see below */
+	struct disp_header *headers;	/* topic's then job's: the last
+					   of a name wins */
 	size_t		 nheaders;
 	char		*body;		/* sent byte for byte; may be NULL */
 	size_t		 body_len;

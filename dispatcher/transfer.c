@@ -100,6 +100,19 @@ sign(const struct disp_request *r, long long ts, char *out, size_t outlen)
 	explicit_bzero(mac, sizeof(mac));
 }
 
+/* A later header of the same name wins: the job's over the topic's. */
+static int
+overridden(const struct disp_request *r, size_t i)
+{
+	size_t j;
+
+	for (j = i + 1; j < r->nheaders; j++)
+		if (r->headers[j].name != NULL &&
+		    strcasecmp(r->headers[j].name, r->headers[i].name) == 0)
+			return 1;
+	return 0;
+}
+
 static int
 build_headers(struct disp_xfer *x, char *why, size_t whylen)
 {
@@ -130,7 +143,7 @@ build_headers(struct disp_xfer *x, char *why, size_t whylen)
 			curl_slist_free_all(l);
 			return -1;
 		}
-		if (disp_header_reserved(h->name))
+		if (disp_header_reserved(h->name) || overridden(r, i))
 			continue;
 		if (strcasecmp(h->name, "content-type") == 0)
 			have_ctype = 1;

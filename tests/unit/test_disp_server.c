@@ -221,7 +221,14 @@ reply(struct tsrv_conn *c, const struct tsrv_reply *rep)
 	    rep->headers);
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -1;
-	if (send_all(c->fd, head, (size_t)n) == -1)
+	/* The blank line ends head; extra lines go in before it. */
+	if (rep->more_headers != NULL) {
+		if (send_all(c->fd, head, (size_t)n - 2) == -1 ||
+		    send_all(c->fd, rep->more_headers,
+		    strlen(rep->more_headers)) == -1 ||
+		    send_all(c->fd, "\r\n", 2) == -1)
+			return -1;
+	} else if (send_all(c->fd, head, (size_t)n) == -1)
 		return -1;
 	if (blen > 0 && send_all(c->fd, rep->body, blen) == -1)
 		return -1;

@@ -26,6 +26,7 @@ struct tsrv_req {
 struct tsrv_reply {
 	int		 status;	/* 200 unless set */
 	char		 headers[512];	/* extra "Name: value\r\n" lines */
+	const char	*more_headers;	/* more such lines, the test's */
 	const void	*body;		/* static or owned by the test */
 	size_t		 body_len;
 	int		 hang;		/* reply after tsrv_release() */

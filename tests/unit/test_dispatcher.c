@@ -32,6 +32,7 @@
 #include "tests/unit/test_disp_server.h"
 #include "util/clock.h"
 #include "util/crypto.h"
+#include "util/log.h"
 #include "util/xmalloc.h"
 
 #define WAIT_MS		10000
@@ -58,6 +59,7 @@ struct fx {
 };
 
 static char	big_body[BIG_LEN];
+static char	big_headers[80 * 1024];
 static const char hundred[] =
     "0123456789012345678901234567890123456789012345678901234567890123456789"
     "012345678901234567890123456789";
@@ -104,6 +106,8 @@ handler(const struct tsrv_req *r, struct tsrv_reply *rep, void *arg)
 	} else if (strcmp(p, "/big") == 0) {
 		rep->body = big_body;
 		rep->body_len = sizeof(big_body);
+	} else if (strcmp(p, "/bigheaders") == 0) {
+		rep->more_headers = big_headers;
 	} else if (strcmp(p, "/body100") == 0) {
 		rep->body = hundred;
 		rep->body_len = 100;
@@ -278,7 +282,9 @@ test_ok(void **state)
 	struct slot *s;
 
 	start_disp(f, 1, 1, 0, 0);
+	log_set_level(LOG_LVL_DEBUG);	/* the per-attempt line, once */
 	s = run_one(f, "/ok", 0);
+	log_set_level(LOG_LVL_INFO);
 	assert_int_equal(s->res.kind, SCHEDULE_OK);
 	assert_int_equal(s->res.http_status, 200);
 	assert_int_equal(s->res.handed_back, 0);
@@ -477,6 +483,8 @@ test_signature_and_headers(void **state)
 	r->attempt = 3;
 	assert_int_equal(disp_request_add_header(r, "X-Custom", "yes"), 0);
 	assert_int_equal(disp_request_add_header(r, "X-Empty", ""), 0);
+	assert_int_equal(disp_request_add_header(r, "X-Dup", "topic"), 0);
+	assert_int_equal(disp_request_add_header(r, "x-dup", "job"), 0);
 	assert_int_equal(disp_request_add_header(r, "webhook-id", "evil"), 0);
 	assert_int_equal(disp_request_add_header(r, "Webhook-Signature",
 	    "v1,evil"), 0);
@@ -517,6 +525,8 @@ test_signature_and_headers(void **state)
 	assert_int_equal(n, 1);
 	assert_string_equal(tsrv_header(q, "x-custom", NULL), "yes");
 	assert_string_equal(tsrv_header(q, "x-empty", &n), "");
+	assert_int_equal(n, 1);
+	assert_string_equal(tsrv_header(q, "x-dup", &n), "job");
 	assert_int_equal(n, 1);
 	assert_string_equal(tsrv_header(q, "user-agent", NULL),
 	    "retryd-test/1");
@@ -627,6 +637,29 @@ test_excerpt_cap(void **state)
 	assert_int_equal(s->res.body_excerpt_len, 16);
 	assert_memory_equal(s->excerpt, "BBBBBBBBBBBBBBBB", 16);
 	assert_non_null(strstr(s->res.error, "not read"));
+}
+
+static void
+test_header_cap(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+	size_t i, n = 0;
+
+	/* 80 lines of 1000 bytes: over the 64 KiB cap, each line short. */
+	for (i = 0; i < 80; i++) {
+		n += (size_t)snprintf(big_headers + n, sizeof(big_headers) - n,
+		    "X-Pad-%02zu: ", i);
+		memset(big_headers + n, 'p', 986);
+		n += 986;
+		memcpy(big_headers + n, "\r\n", 2);
+		n += 2;
+	}
+	big_headers[n] = '\0';
+	start_disp(f, 1, 1, 0, 0);
+	s = run_one(f, "/bigheaders", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_ERROR);
+	assert_non_null(strstr(s->res.error, "headers longer"));
 }
 
 static void
@@ -860,6 +893,7 @@ main(void)
 		T(test_content_type_and_unsigned),
 		T(test_body_bytes),
 		T(test_excerpt_cap),
+		T(test_header_cap),
 		T(test_bad_header_not_sent),
 		T(test_keepalive),
 		T(test_no_hol_1),
