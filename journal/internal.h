@@ -243,8 +243,17 @@ struct jrnl {
 	int64_t			 rconn_retry_mono_us;
 };
 
+#define JRNL_BATCH_TRANS	1024	/* transitions per transaction */
+#define JRNL_PING_US		1000000
+#define JRNL_MAX_WAIT_US	1000000	/* waits re-check this often */
+
 /* 1 for the states a job never leaves by itself: delivered, cancelled. */
 int	jrnl_state_finished(const char *state);
+void	jrnl_cv_wait_us(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t us);
+/* writer.c */
+void	*jrnl_writer_main(void *arg);
+/* Settle a request the writer is done with (frees an ASYNC one); mu held. */
+void	jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r);
 /* read.c: close the reading connection (at jrnl_close). */
 void	jrnl_read_close(struct jrnl *j);
 

@@ -2,6 +2,7 @@
 noinst_LIBRARIES += libjournal.a
 libjournal_a_SOURCES = \
 	journal/journal.c journal/journal.h journal/internal.h \
+	journal/writer.c \
 	journal/read.c journal/schema.c journal/url.c \
 	journal/sqlite.c journal/mysql.c
 libjournal_a_CFLAGS = $(AM_CFLAGS) $(SQLITE_CFLAGS) $(MARIADB_CFLAGS)

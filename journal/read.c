@@ -220,10 +220,15 @@ rconn_get(struct jrnl *j)
 {
 	char why[256];
 	enum jrnl_err e;
+	int writer_ok;
 
 	if (j->rconn != NULL)
 		return JRNL_OK;
-	if (clock_mono_us() < j->rconn_retry_mono_us)
+	/* Hold back after a failure, unless the writer got through since. */
+	pthread_mutex_lock(&j->mu);
+	writer_ok = j->connected;
+	pthread_mutex_unlock(&j->mu);
+	if (!writer_ok && clock_mono_us() < j->rconn_retry_mono_us)
 		return JRNL_EUNAVAIL;
 	e = jrnl_connect(j->drv, &j->url, j->cfg.timeout_ms,
 	    j->cfg.mode == JRNL_MODE_SYNC, &j->rconn, why, sizeof(why));
@@ -260,19 +265,39 @@ jrnl_read_close(struct jrnl *j)
 	j->rconn = NULL;
 }
 
+/*
+ * Get the reading connection; *fresh says whether it was made just now.
+ * A statement that fails JRNL_EUNAVAIL on an older connection is tried once
+ * more on a new one: the server may have restarted since, and every
+ * statement here is safe to run twice.
+ */
+static enum jrnl_err
+rconn_fresh(struct jrnl *j, int *fresh)
+{
+	*fresh = j->rconn == NULL;
+	return rconn_get(j);
+}
+
 /* Run one read statement and collect its rows. */
 static enum jrnl_err
 read_rows(struct jrnl *j, int id, const struct jrnl_val *a, size_t na,
     jrnl_row_fn fn, struct rows *out)
 {
 	enum jrnl_err e;
+	int fresh, tries;
 
 	if (j->off)
 		return JRNL_EOFF;
 	pthread_mutex_lock(&j->rmu);
-	if ((e = rconn_get(j)) == JRNL_OK)
+	for (tries = 0; tries < 2; tries++) {
+		if ((e = rconn_fresh(j, &fresh)) != JRNL_OK)
+			break;
 		e = rconn_check(j, jrnl_run(j->drv, j->rconn, id, a, na, fn,
 		    out, NULL));
+		if (e != JRNL_EUNAVAIL || fresh)
+			break;
+		rows_free(out);
+	}
 	pthread_mutex_unlock(&j->rmu);
 	if (e != JRNL_OK)
 		rows_free(out);
@@ -280,8 +305,8 @@ read_rows(struct jrnl *j, int id, const struct jrnl_val *a, size_t na,
 }
 
 /*
- * Run statements ids[0..n) with their arguments in one transaction;
- * *changes gets the rows written by the first.
+ * Run statements s[0..n) in one transaction; *changes gets the rows
+ * written by the first.
  */
 struct wstep {
 	int			 id;
@@ -290,19 +315,13 @@ struct wstep {
 };
 
 static enum jrnl_err
-write_steps(struct jrnl *j, const struct wstep *s, size_t n,
-    int64_t *changes)
+write_once(struct jrnl *j, const struct wstep *s, size_t n, int64_t *changes)
 {
-	enum jrnl_err e;
+	enum jrnl_err e = JRNL_OK;
 	size_t i;
 
-	if (j->off)
-		return JRNL_OK;
-	pthread_mutex_lock(&j->rmu);
-	if ((e = rconn_get(j)) != JRNL_OK)
-		goto out;
 	if (n > 1 && (e = j->drv->begin(j->rconn)) != JRNL_OK)
-		goto check;
+		return e;
 	for (i = 0; i < n && e == JRNL_OK; i++)
 		e = jrnl_run(j->drv, j->rconn, s[i].id, s[i].a, s[i].na, NULL,
 		    NULL, i == 0 ? changes : NULL);
@@ -312,9 +331,26 @@ write_steps(struct jrnl *j, const struct wstep *s, size_t n,
 		else
 			j->drv->rollback(j->rconn);
 	}
-check:
-	e = rconn_check(j, e);
-out:
+	return e;
+}
+
+static enum jrnl_err
+write_steps(struct jrnl *j, const struct wstep *s, size_t n,
+    int64_t *changes)
+{
+	enum jrnl_err e;
+	int fresh, tries;
+
+	if (j->off)
+		return JRNL_OK;
+	pthread_mutex_lock(&j->rmu);
+	for (tries = 0; tries < 2; tries++) {
+		if ((e = rconn_fresh(j, &fresh)) != JRNL_OK)
+			break;
+		e = rconn_check(j, write_once(j, s, n, changes));
+		if (e != JRNL_EUNAVAIL || fresh)
+			break;
+	}
 	pthread_mutex_unlock(&j->rmu);
 	return e;
 }
