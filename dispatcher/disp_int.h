@@ -49,7 +49,6 @@ uint64_t disp_topic_hash(const char *tenant, const char *topic);
 struct disp_xfer {
 	struct disp_xfer *next;		/* queue, then running list */
 	struct disp_xfer *prev;
-	struct disp_loop *loop;
 	struct disp_request *req;
 	CURL		*easy;
 	struct curl_slist *hdrs;

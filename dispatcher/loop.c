@@ -219,7 +219,6 @@ xfer_start(struct disp_loop *l, struct disp_xfer *x)
 		fail_local(l, x, 1, "dispatcher draining");
 		return;
 	}
-	x->loop = l;
 	x->started_ms = clock_wall_ms();
 	x->allow_private = d->cfg.allow_private_targets;
 	if (disp_xfer_setup(x, d->cfg.user_agent, l->share, why,
