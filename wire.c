@@ -3,12 +3,16 @@
  *
  * Key decision: the modules know nothing of each other (dependencies point
  * one way: util <- schedules <- scheduler, dispatcher, journal <- api);
- * every cross-module call is a hook set here.  Stopping runs in the reverse
- * order of starting: stop taking requests and due jobs, let callbacks drain,
- * flush the journal, then close.
+ * every cross-module call is a hook set here.  A due job of a push topic
+ * travels: scheduler (reserved, in flight with a token) -> on_deliver()
+ * builds the signed request from the topic -> dispatcher -> on_done() ->
+ * sched_report() applies the schedule (or sched_release() when the attempt
+ * was never made).  Stopping runs in the reverse order of starting: stop
+ * taking requests and due jobs, let callbacks drain, then close.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +20,38 @@
 #include "api/api.h"
 #include "api/http.h"
 #include "conf.h"
+#include "dispatcher/dispatcher.h"
+#include "scheduler/registry.h"
 #include "scheduler/sched.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 #include "wire.h"
 
 struct wire {
 	struct sched		*sched;
+	struct registry		*reg;
+	struct dispatcher	*disp;
 	struct api_server	*http;
 	struct api_ctx		 ctx;
 };
+
+/* What travels with a request through the dispatcher. */
+struct delivery {
+	char	*tenant;
+	char	 id[ID_LEN + 65];
+	char	 token[SCHED_TOKEN_LEN + 1];
+	int	 attempt;
+};
+
+static void
+delivery_free(struct delivery *dl)
+{
+	if (dl == NULL)
+		return;
+	free(dl->tenant);
+	free(dl);
+}
 
 static int
 wire_ready(char *why, size_t whylen, void *arg)
@@ -49,14 +75,237 @@ access_log(void *arg)
 	return (int)CONF_GET(log_access);
 }
 
+/* A topic's timeout: its own, else the default, never over the maximum. */
+static int64_t
+topic_timeout(int64_t ms)
+{
+	int64_t max = CONF_GET(disp_max_timeout_ms);
+
+	if (ms <= 0)
+		ms = CONF_GET(disp_timeout_ms);
+	return ms > max ? max : ms;
+}
+
+static int
+hook_topic_info(const char *tenant, const char *topic,
+    struct sched_topic_info *out, void *arg)
+{
+	struct wire *w = arg;
+
+	if (registry_topic_info(w->reg, tenant, topic, out) == -1)
+		return -1;
+	out->timeout_ms = topic_timeout(out->timeout_ms);
+	if (out->max_in_flight <= 0)
+		out->max_in_flight = (int)CONF_GET(disp_max_in_flight);
+	return 0;
+}
+
+static int
+hook_capacity(const char *tenant, const char *topic, void *arg)
+{
+	struct wire *w = arg;
+	struct sched_topic_info ti;
+	int room, total_room;
+
+	if (hook_topic_info(tenant, topic, &ti, w) == -1 || !ti.push)
+		return 0;
+	room = ti.max_in_flight - disp_inflight(w->disp, tenant, topic);
+	total_room = (int)conf.disp_max_total - disp_inflight_total(w->disp);
+	if (room > total_room)
+		room = total_room;
+	return room > 0 ? room : 0;
+}
+
+/* Give a reserved job back without counting an attempt. */
+static void
+hand_back(struct wire *w, const char *tenant, const char *id,
+    const char *token)
+{
+	enum sched_err e;
+
+	if ((e = sched_release(w->sched, tenant, id, token)) != SCHED_OK &&
+	    e != SCHED_ESTALE)
+		log_warnx("tenant=%s job=%s: cannot hand the job back: %s "
+		    "(it returns when its deadline passes)", tenant, id,
+		    sched_strerror(e));
+}
+
+/* A request for job from its topic; NULL (job failed) with why. */
+static struct disp_request *
+build_request(struct wire *w, const struct sched_job *job, char *why,
+    size_t whylen)
+{
+	struct registry_topic *t = NULL;
+	struct disp_request *r = NULL;
+	json_object *hdrs = NULL;
+	enum reg_err e;
+	size_t i;
+
+	if ((e = registry_topic_get(w->reg, job->tenant, job->topic, &t)) !=
+	    REG_OK) {
+		snprintf(why, whylen, "topic lookup: %s", registry_strerror(e));
+		return NULL;
+	}
+	if (t->callback_url == NULL) {
+		snprintf(why, whylen, "the topic has no callback URL");
+		goto fail;
+	}
+	r = disp_request_new();
+	r->url = xstrdup(t->callback_url);
+	r->tenant = xstrdup(job->tenant);
+	r->topic = xstrdup(job->topic);
+	r->job_id = xstrdup(job->id);
+	r->attempt = job->attempts + 1;
+	r->timeout_ms = topic_timeout(t->timeout_ms);
+	r->body = xmalloc(job->body_len + 1);
+	memcpy(r->body, job->body, job->body_len);
+	r->body[job->body_len] = '\0';
+	r->body_len = job->body_len;
+	if (t->secret_len > 0 && t->secret_len <= sizeof(r->secret)) {
+		memcpy(r->secret, t->secret_raw, t->secret_len);
+		r->secret_len = t->secret_len;
+	}
+	/* The topic's headers, then the job's: the last of a name wins. */
+	for (i = 0; i < t->nheaders; i++)
+		if (disp_request_add_header(r, t->headers[i].name,
+		    t->headers[i].value) == -1)
+			log_warnx("tenant=%s topic=%s: header %s not sent: %s",
+			    job->tenant, job->topic, t->headers[i].name,
+			    strerror(errno));
+	if (job->headers_json != NULL &&
+	    (hdrs = json_tokener_parse(job->headers_json)) != NULL &&
+	    json_object_is_type(hdrs, json_type_object)) {
+		json_object_object_foreach(hdrs, name, val) {
+			if (json_object_is_type(val, json_type_string) &&
+			    disp_request_add_header(r, name,
+			    json_object_get_string(val)) == -1)
+				log_warnx("tenant=%s job=%s: header %s not "
+				    "sent: %s", job->tenant, job->id, name,
+				    strerror(errno));
+		}
+	}
+	json_object_put(hdrs);
+	registry_topic_free(t);
+	return r;
+fail:
+	registry_topic_free(t);
+	disp_request_free(r);
+	return NULL;
+}
+
+/* sched_hooks.deliver: runs on the scheduler's thread; owns job. */
+static void
+hook_deliver(struct sched_job *job, void *arg)
+{
+	struct wire *w = arg;
+	struct disp_request *r;
+	struct delivery *dl;
+	struct schedule_outcome o;
+	struct sched_attempt a;
+	struct log_obj lo = { job->tenant, job->topic, job->id,
+	    job->attempts + 1 };
+	char why[256];
+	enum sched_err e;
+
+	if ((r = build_request(w, job, why, sizeof(why))) == NULL) {
+		/* A configuration problem fails the attempt, never the job
+		 * silently: the schedule decides what comes next. */
+		log_obj(LOG_LVL_WARN, &lo, "cannot call back: %s", why);
+		memset(&o, 0, sizeof(o));
+		o.kind = SCHEDULE_ERROR;
+		o.retry_after_ms = -1;
+		memset(&a, 0, sizeof(a));
+		a.at_ms = clock_wall_ms();
+		a.error = why;
+		if ((e = sched_report(w->sched, job->tenant, job->id,
+		    job->token, &o, &a, NULL)) != SCHED_OK)
+			log_obj(LOG_LVL_WARN, &lo, "cannot record the failed "
+			    "attempt: %s", sched_strerror(e));
+		sched_job_free(job);
+		return;
+	}
+	dl = xcalloc(1, sizeof(*dl));
+	dl->tenant = xstrdup(job->tenant);
+	snprintf(dl->id, sizeof(dl->id), "%s", job->id);
+	snprintf(dl->token, sizeof(dl->token), "%s", job->token);
+	dl->attempt = job->attempts + 1;
+	r->cookie = dl;
+	if (disp_submit(w->disp, r) == -1) {
+		log_obj(LOG_LVL_DEBUG, &lo, "dispatcher refused the job (%s): "
+		    "handed back", strerror(errno));
+		hand_back(w, job->tenant, job->id, job->token);
+		disp_request_free(r);
+		delivery_free(dl);
+	}
+	sched_job_free(job);
+}
+
+/* The dispatcher's done(): runs on a dispatcher thread. */
+static void
+disp_done(struct disp_result *res, void *arg)
+{
+	struct wire *w = arg;
+	struct delivery *dl = res->cookie;
+	struct schedule_outcome o;
+	struct schedule_decision d;
+	struct sched_attempt a;
+	enum sched_err e;
+	struct log_obj lo = { dl->tenant, NULL, dl->id, dl->attempt };
+
+	if (res->handed_back) {
+		hand_back(w, dl->tenant, dl->id, dl->token);
+		delivery_free(dl);
+		return;
+	}
+	o = disp_result_outcome(res);
+	memset(&a, 0, sizeof(a));
+	a.at_ms = res->started_ms ? res->started_ms : clock_wall_ms();
+	a.status = res->http_status;
+	a.latency_ms = res->latency_ms;
+	a.error = res->error[0] != '\0' ? res->error : NULL;
+	a.excerpt = res->body_excerpt;
+	a.excerpt_len = res->body_excerpt_len;
+	e = sched_report(w->sched, dl->tenant, dl->id, dl->token, &o, &a, &d);
+	if (e == SCHED_OK)
+		log_obj(LOG_LVL_DEBUG, &lo, "%s (%d): %s", schedule_outcome_name(
+		    o.kind), o.http_status, schedule_verdict_name(d.verdict));
+	else if (e == SCHED_ESTALE)
+		log_obj(LOG_LVL_INFO, &lo, "outcome ignored: the job was "
+		    "reserved again after its deadline passed");
+	else
+		log_obj(LOG_LVL_WARN, &lo, "cannot record the outcome: %s "
+		    "(the job returns when its deadline passes)",
+		    sched_strerror(e));
+	delivery_free(dl);
+}
+
 struct wire *
 wire_start(int listen_fd, char *err, size_t errlen)
 {
 	struct wire *w = xcalloc(1, sizeof(*w));
 	struct sched_config sc;
 	struct sched_hooks hooks;
+	struct disp_config dc;
 	struct api_server_config hc;
-	char why[512];
+	char why[512], ua[64];
+
+	if ((w->reg = registry_new(conf.redis_url, conf.redis_timeout_ms,
+	    1000, why, sizeof(why))) == NULL) {
+		snprintf(err, errlen, "registry: %s", why);
+		goto fail;
+	}
+
+	memset(&dc, 0, sizeof(dc));
+	snprintf(ua, sizeof(ua), "retryd/%s", PACKAGE_VERSION);
+	dc.threads = (int)conf.disp_threads;
+	dc.allow_private_targets = (int)conf.disp_allow_private;
+	dc.capture_max = (size_t)conf.disp_capture_bytes;
+	dc.max_total_in_flight = (int)conf.disp_max_total;
+	dc.user_agent = ua;
+	if ((w->disp = disp_new(&dc, disp_done, w)) == NULL) {
+		snprintf(err, errlen, "dispatcher: %s", strerror(errno));
+		goto fail;
+	}
 
 	memset(&sc, 0, sizeof(sc));
 	sc.redis_url = conf.redis_url;
@@ -70,6 +319,9 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	sc.instance = conf.instance;
 	sc.fake_clock = (int)conf.debug_fake_clock;
 	memset(&hooks, 0, sizeof(hooks));
+	hooks.topic_info = hook_topic_info;
+	hooks.capacity = hook_capacity;
+	hooks.deliver = hook_deliver;
 	hooks.arg = w;
 	if ((w->sched = sched_new(&sc, &hooks, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "scheduler: %s", why);
@@ -81,6 +333,8 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	}
 
 	w->ctx.sched = w->sched;
+	w->ctx.reg = w->reg;
+	w->ctx.disp = w->disp;
 	w->ctx.version = PACKAGE_VERSION;
 	w->ctx.ready = wire_ready;
 	w->ctx.ready_arg = w;
@@ -103,6 +357,8 @@ fail:
 		sched_stop(w->sched);
 		sched_free(w->sched);
 	}
+	disp_free(w->disp);
+	registry_free(w->reg);
 	free(w);
 	return NULL;
 }
@@ -110,19 +366,23 @@ fail:
 void
 wire_reloaded(struct wire *w)
 {
-	(void)w;
+	/* Reloadable keys are read through CONF_GET() where they are used;
+	 * cached topic settings are re-read with the new defaults. */
+	registry_flush_cache(w->reg);
 }
 
 void
 wire_stop(struct wire *w, int64_t grace_ms)
 {
-	(void)grace_ms;
 	if (w == NULL)
 		return;
 	api_server_quiesce(w->http);
 	sched_quiesce(w->sched);
+	disp_drain(w->disp, grace_ms);
 	api_server_stop(w->http);
 	sched_stop(w->sched);
+	disp_free(w->disp);
 	sched_free(w->sched);
+	registry_free(w->reg);
 	free(w);
 }
