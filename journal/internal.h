@@ -229,6 +229,7 @@ struct jrnl {
 	uint64_t		 purge_done_gen;
 	int			 purge_result;
 	int			 purging;
+	size_t			 last_batch_reqs;
 	struct jrnl_stats	 stats;
 	int64_t			 next_connect_mono_us;
 	int64_t			 last_connect_mono_us;

@@ -204,6 +204,8 @@ fill_defaults(struct jrnl_config *c)
 		c->retention_ms = 30LL * 24 * 3600 * 1000;
 	if (c->commit_window_us < 0)
 		c->commit_window_us = 0;
+	else if (c->commit_window_us > 100000)
+		c->commit_window_us = 100000;
 	if (c->timeout_ms <= 0)
 		c->timeout_ms = 2000;
 	if (c->queue_max == 0)
@@ -368,6 +370,13 @@ jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs, size_t n)
 		r->jobs = r->copy;
 		r->n = n;
 		pthread_mutex_lock(&j->mu);
+		if (j->async_jobs + n > j->cfg.queue_max) {	/* raced */
+			j->stats.jobs_dropped += n;
+			pthread_mutex_unlock(&j->mu);
+			free(r->copy);
+			free(r);
+			return JRNL_EFULL;
+		}
 		j->async_jobs += n;
 		r->seq = ++j->put_seq;
 		TAILQ_INSERT_TAIL(&j->puts, r, entry);

@@ -331,6 +331,8 @@ write_round(struct jrnl *j, int take_trans)
 	if (take_trans)
 		for (; ntr < j->ring_len && ntr < JRNL_BATCH_TRANS; ntr++)
 			tr[ntr] = j->ring[(j->ring_head + ntr) % cap];
+	if (nreq > 0)
+		j->last_batch_reqs = nreq;
 	pthread_mutex_unlock(&j->mu);
 	e = write_batch(j, reqs, nreq, tr, ntr, &ok, &used, &commits);
 	if (e == JRNL_EUNAVAIL)
@@ -539,8 +541,13 @@ jrnl_writer_main(void *arg)
 		trans_due = j->ring_len > 0 && (has_puts || urgent ||
 		    now >= j->next_flush_mono_us ||
 		    j->ring_len >= JRNL_BATCH_TRANS);
-		/* Group commit: let more puts join for the window. */
-		if (has_puts && j->cfg.commit_window_us > 0 && !urgent_only(j)) {
+		/*
+		 * Group commit: let more puts join for the window, but only
+		 * while puts come concurrently (the last batch had several):
+		 * a lone caller would only wait for nobody.
+		 */
+		if (has_puts && j->cfg.commit_window_us > 0 &&
+		    j->last_batch_reqs > 1 && !urgent_only(j)) {
 			if (gather_until == 0)
 				gather_until = now + j->cfg.commit_window_us;
 			if (now < gather_until) {
