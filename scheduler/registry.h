@@ -1,0 +1,178 @@
+/*
+ * registry.h - tenants, their API keys and their topics, stored in Redis
+ * (docs/internals/REDIS-SCHEMA.md, "Registry keys"), with a per-process cache.
+ *
+ * Key decisions: every registry key lives under the one hash tag {rd:reg},
+ * so each change is one atomic Lua script even on Redis Cluster (the
+ * registry is small; one slot holds it).  API keys are never stored: only
+ * the lower-case hex SHA-256 of each, which is also how a request's key is
+ * looked up.  Reads go through a cache with a short TTL (cache_ttl_ms,
+ * default 1 s); a change made through this process invalidates its entries
+ * at once, other instances see it when their entry expires.  So a revoked
+ * key may keep working on another instance for up to the TTL.
+ *
+ * Threading: every function may be called from any thread.
+ * Ownership: strings passed in are copied or used during the call only;
+ * structures returned are the caller's, freed with the matching *_free().
+ */
+#ifndef RETRYD_SCHEDULER_REGISTRY_H
+#define RETRYD_SCHEDULER_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scheduler/sched.h"
+#include "schedules/schedule.h"
+
+#define REG_TENANT_MAX		64	/* name length, without the NUL */
+#define REG_TOPIC_MAX		128
+#define REG_KEY_ID_MAX		32
+/* "rk_" + 43 characters of url-safe base64 of 32 random bytes. */
+#define REG_API_KEY_LEN		46
+/* "whsec_" + standard base64 of up to 64 bytes. */
+#define REG_SECRET_MAX		96
+#define REG_SECRET_RAW_MAX	64
+
+enum reg_err {
+	REG_OK = 0,
+	REG_ENOTFOUND,		/* no such tenant, key or topic */
+	REG_EEXISTS,		/* a tenant with that name exists */
+	REG_EUNAVAIL,		/* Redis unreachable or timed out */
+	REG_EINVAL,		/* a bad argument (caller's bug) */
+	REG_EINTERNAL,		/* unexpected reply: logged */
+};
+
+const char *registry_strerror(enum reg_err e);
+
+struct registry;
+
+/*
+ * redis_url as sched_redis_url_parse() takes it; the registry keeps its own
+ * small connection pool.  cache_ttl_ms <= 0 means 1000.  NULL with why on a
+ * bad URL; Redis being down is not an error here.
+ */
+struct registry *registry_new(const char *redis_url, int64_t timeout_ms,
+	    int64_t cache_ttl_ms, char *why, size_t whylen);
+void	registry_free(struct registry *reg);
+/* Drop every cached entry (tests, and after Redis lost its data). */
+void	registry_flush_cache(struct registry *reg);
+
+/* Tenants. */
+struct registry_tenant {
+	char	 name[REG_TENANT_MAX + 1];
+	int64_t	 created_ms;
+	int64_t	 max_pending;	/* 0: the configured default */
+	int	 nkeys;		/* keys in force */
+};
+
+struct registry_key {
+	char	 key_id[REG_KEY_ID_MAX + 1];
+	int64_t	 created_ms;
+};
+
+/*
+ * Create a tenant with its first key.  api_key receives the key in clear
+ * (shown once; only its hash is stored), key_id its id.  REG_EEXISTS when
+ * the name is taken.
+ */
+enum reg_err registry_tenant_create(struct registry *reg, const char *name,
+	    int64_t max_pending, int64_t now_ms,
+	    char api_key[REG_API_KEY_LEN + 1],
+	    char key_id[REG_KEY_ID_MAX + 1]);
+enum reg_err registry_tenant_get(struct registry *reg, const char *name,
+	    struct registry_tenant *out);
+/* Every tenant, sorted by name; *out is the caller's (free()). */
+enum reg_err registry_tenant_list(struct registry *reg,
+	    struct registry_tenant **out, size_t *n);
+/* 0 restores the configured default. */
+enum reg_err registry_tenant_set_max_pending(struct registry *reg,
+	    const char *name, int64_t max_pending);
+/* Removes the tenant, its keys and its topics (not its jobs). */
+enum reg_err registry_tenant_delete(struct registry *reg, const char *name);
+
+/* Keys. */
+enum reg_err registry_key_create(struct registry *reg, const char *tenant,
+	    int64_t now_ms, char api_key[REG_API_KEY_LEN + 1],
+	    char key_id[REG_KEY_ID_MAX + 1]);
+/* The tenant's keys in force, oldest first; *out is the caller's (free()). */
+enum reg_err registry_key_list(struct registry *reg, const char *tenant,
+	    struct registry_key **out, size_t *n);
+enum reg_err registry_key_revoke(struct registry *reg, const char *tenant,
+	    const char *key_id);
+/*
+ * Which tenant an API key (as the client sent it) belongs to.  REG_ENOTFOUND
+ * for an unknown or revoked key.
+ */
+enum reg_err registry_key_lookup(struct registry *reg, const char *api_key,
+	    char tenant[REG_TENANT_MAX + 1],
+	    char key_id[REG_KEY_ID_MAX + 1]);
+
+/* Topics. */
+enum registry_mode {
+	REG_MODE_PUSH = 0,	/* callbacks to callback_url */
+	REG_MODE_PULL,		/* consumers reserve, ack, nack */
+};
+
+struct registry_header {
+	char	*name;
+	char	*value;
+};
+
+struct registry_topic {
+	char	 tenant[REG_TENANT_MAX + 1];
+	char	 name[REG_TOPIC_MAX + 1];
+	enum registry_mode mode;
+	char	*callback_url;		/* NULL for a pull topic without one */
+	struct registry_header *headers;
+	size_t	 nheaders;
+	char	 secret[REG_SECRET_MAX + 1];	/* "whsec_..." */
+	uint8_t	 secret_raw[REG_SECRET_RAW_MAX];	/* the HMAC key */
+	size_t	 secret_len;
+	int64_t	 timeout_ms;
+	int	 max_in_flight;
+	int64_t	 ttr_ms;
+	struct retry_schedule schedule;
+	int64_t	 created_ms;
+	int64_t	 updated_ms;
+};
+
+/* A zeroed topic. */
+struct registry_topic *registry_topic_new(void);
+/* Frees every member, wipes the secret.  Accepts NULL. */
+void	registry_topic_free(struct registry_topic *t);
+/* Appends a copy of name: value (the caller validated them). */
+void	registry_topic_add_header(struct registry_topic *t, const char *name,
+	    const char *value);
+/*
+ * Sets the secret from "whsec_BASE64" (prefix optional): 0, or -1 when the
+ * base64 is bad or the key is not 16 to REG_SECRET_RAW_MAX bytes.
+ */
+int	registry_topic_set_secret(struct registry_topic *t, const char *whsec);
+/* A new random secret (32 bytes). */
+int	registry_topic_new_secret(struct registry_topic *t);
+
+/*
+ * Create or replace t (t->tenant, t->name).  created_ms is kept from an
+ * existing topic (and written back into t); *created says whether it is
+ * new.  REG_ENOTFOUND when the tenant does not exist.
+ */
+enum reg_err registry_topic_put(struct registry *reg,
+	    struct registry_topic *t, int64_t now_ms, int *created);
+/* A copy of the topic (the caller's, registry_topic_free()). */
+enum reg_err registry_topic_get(struct registry *reg, const char *tenant,
+	    const char *topic, struct registry_topic **out);
+/* The tenant's topics sorted by name; free with registry_topic_list_free. */
+enum reg_err registry_topic_list(struct registry *reg, const char *tenant,
+	    struct registry_topic ***out, size_t *n);
+void	registry_topic_list_free(struct registry_topic **v, size_t n);
+enum reg_err registry_topic_delete(struct registry *reg, const char *tenant,
+	    const char *topic);
+
+/*
+ * The scheduler's topic_info hook: 0 and *out filled, or -1 when the topic
+ * is unknown (or Redis is unreachable and nothing is cached).
+ */
+int	registry_topic_info(struct registry *reg, const char *tenant,
+	    const char *topic, struct sched_topic_info *out);
+
+#endif
