@@ -254,17 +254,23 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 	    &jrnl_sqlite_driver;
 	e = jrnl_connect(j->drv, &j->url, j->cfg.timeout_ms,
 	    j->cfg.mode == JRNL_MODE_SYNC, &j->wconn, why, whylen);
-	if (e != JRNL_OK)
-		goto fail;
-	if ((e = jrnl_schema_ensure(j->drv, j->wconn, why, whylen)) != JRNL_OK)
+	if (e == JRNL_OK)
+		e = jrnl_schema_ensure(j->drv, j->wconn, why, whylen);
+	if (e == JRNL_EUNAVAIL && j->cfg.start_unavailable) {
+		log_warnx("journal: %s; retrying in the background", why);
+		snprintf(j->last_error, sizeof(j->last_error), "%s", why);
+		if (j->wconn != NULL)
+			j->drv->close(j->wconn);
+		j->wconn = NULL;
+	} else if (e != JRNL_OK)
 		goto fail;
 	j->ring = xcalloc(j->cfg.queue_max, sizeof(*j->ring));
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_mutex_init(&j->rmu, NULL);
 	cv_init_mono(&j->wake);
 	cv_init_mono(&j->done);
-	j->connected = 1;
-	j->stats.connected = 1;
+	j->connected = j->wconn != NULL;
+	j->stats.connected = j->connected;
 	j->next_ping_mono_us = clock_mono_us() + JRNL_PING_US;
 	j->next_flush_mono_us = clock_mono_us() +
 	    j->cfg.flush_interval_ms * 1000;

@@ -55,6 +55,8 @@ struct jrnl_config {
 					   jobs, each: 100000 */
 	int64_t		 purge_interval_ms;	/* 60000 */
 	int		 purge_batch;		/* jobs per purge txn: 500 */
+	int		 start_unavailable;	/* open even when the database
+						   cannot be reached yet */
 };
 
 /*
@@ -169,7 +171,10 @@ struct jrnl;
 /*
  * Parse the URL, connect, create or migrate the schema and start the writer
  * thread.  NULL on failure with *err set and a sentence in why.  With the
- * URL "none" or mode OFF no database is opened.
+ * URL "none" or mode OFF no database is opened.  An unreachable database
+ * fails with JRNL_EUNAVAIL, unless start_unavailable is set: then the
+ * journal opens not ready and the writer keeps trying (the schema is
+ * checked at every connect, so JRNL_ESCHEMA then shows in jrnl_ready()).
  */
 struct jrnl *jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err,
 	    char *why, size_t whylen);

@@ -283,9 +283,18 @@ try_connect(struct jrnl *j)
 	}
 	e = jrnl_connect(j->drv, &j->url, j->cfg.timeout_ms,
 	    j->cfg.mode == JRNL_MODE_SYNC, &c, why, sizeof(why));
+	/* The database may be a new one (a failover, a restore). */
+	if (e == JRNL_OK &&
+	    (e = jrnl_schema_ensure(j->drv, c, why, sizeof(why))) != JRNL_OK) {
+		j->drv->close(c);
+		c = NULL;
+	}
 	pthread_mutex_lock(&j->mu);
 	if (e != JRNL_OK) {
-		log_debug("journal: reconnect failed: %s", why);
+		if (e == JRNL_ESCHEMA)
+			log_warnx("journal: %s", why);
+		else
+			log_debug("journal: reconnect failed: %s", why);
 		lost_connection(j, why);
 		return;
 	}
@@ -297,15 +306,11 @@ try_connect(struct jrnl *j)
 	log_info("journal: %s database reachable again", j->drv->name);
 }
 
+/* The mode is fixed at open: all puts are SYNC or all are ASYNC. */
 static int
 has_sync_puts(struct jrnl *j)
 {
-	struct jrnl_put_req *r;
-
-	TAILQ_FOREACH(r, &j->puts, entry)
-		if (r->sync)
-			return 1;
-	return 0;
+	return j->cfg.mode == JRNL_MODE_SYNC && !TAILQ_EMPTY(&j->puts);
 }
 
 /* Take a batch, write it without mu, and settle it. */
@@ -376,6 +381,7 @@ write_round(struct jrnl *j, int take_trans)
 struct purge_sel {
 	char	**keys;		/* tenant, id, tenant, id, ... */
 	size_t	 n;
+	size_t	 max;
 };
 
 static int
@@ -383,6 +389,8 @@ purge_row(const struct jrnl_val *cols, size_t ncols, void *arg)
 {
 	struct purge_sel *s = arg;
 
+	if (s->n == s->max)
+		return 1;
 	if (ncols < 2 || cols[0].type == JRNL_V_NULL ||
 	    cols[1].type == JRNL_V_NULL)
 		return 0;
@@ -399,7 +407,7 @@ purge_row(const struct jrnl_val *cols, size_t ncols, void *arg)
 static int64_t
 purge_batch(struct jrnl *j, enum jrnl_err *ep, int *more)
 {
-	struct purge_sel s = { NULL, 0 };
+	struct purge_sel s = { NULL, 0, (size_t)j->cfg.purge_batch };
 	struct jrnl_val a[3];
 	int64_t cutoff, removed = 0, ch;
 	enum jrnl_err e;

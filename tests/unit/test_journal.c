@@ -1187,6 +1187,31 @@ test_outage_server(void **state)
 	outage_case(b, server_outage);
 }
 
+/* Opening while the database is away: not ready, then ready. */
+static void
+test_start_unavailable(void **state)
+{
+	struct tb *b = begin(state);
+	struct jrnl_config c = tcfg(b, JRNL_MODE_SYNC);
+	struct jrnl_job job = tjob("s", "a", "U1", NULL, 1);
+	enum jrnl_err e;
+	char why[256];
+	struct jrnl *j;
+
+	jrnl_test_set_unavailable(1);
+	assert_null(jrnl_open(&c, &e, why, sizeof(why)));
+	assert_int_equal(e, JRNL_EUNAVAIL);
+	c.start_unavailable = 1;
+	j = topen_cfg(&c);
+	assert_int_equal(jrnl_ready(j, why, sizeof(why)), 0);
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_EUNAVAIL);
+	jrnl_test_set_unavailable(0);
+	assert_true(wait_until(is_ready, j, 20000));
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	jrnl_close(j);
+	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 1);
+}
+
 /* ASYNC mode: puts queue while the database is gone, up to the cap. */
 static void
 test_async_queue(void **state)
@@ -1293,6 +1318,7 @@ main(void)
 		BOTH(test_retention),
 		BOTH(test_outage_hook),
 		BOTH(test_async_queue),
+		BOTH(test_start_unavailable),
 		ONE(test_refused_row, mysql),		/* VARBINARY limits */
 		ONE(test_outage_server, mysql),		/* a real stop */
 	};
