@@ -353,7 +353,7 @@ jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs, size_t n)
 {
 	struct jrnl_put_req req, *r;
 	enum jrnl_err e;
-	int64_t deadline;
+	int64_t deadline, left;
 	size_t i;
 
 	if (j == NULL || (jobs == NULL && n > 0))
@@ -409,8 +409,9 @@ jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs, size_t n)
 			req.result = JRNL_EUNAVAIL;
 			break;
 		}
-		jrnl_cv_wait_us(&j->done, &j->mu, deadline - clock_mono_us() > 0 ?
-		    deadline - clock_mono_us() : JRNL_MAX_WAIT_US);
+		left = deadline - clock_mono_us();
+		jrnl_cv_wait_us(&j->done, &j->mu, left > 0 ? left :
+		    JRNL_MAX_WAIT_US);
 	}
 	e = req.result;
 	pthread_mutex_unlock(&j->mu);

@@ -138,7 +138,7 @@ my_connect(const struct jrnl_url *u, int64_t timeout_ms, int durable,
 	enum jrnl_err e = JRNL_EUNAVAIL;
 	my_bool no = 0;
 
-	(void)durable;		/* the server's innodb_flush_log_at_trx_commit */
+	(void)durable;	/* the server's innodb_flush_log_at_trx_commit */
 	pthread_once(&my_once, my_library_init);
 	if (my_init_failed) {
 		snprintf(why, whylen, "mysql: library initialisation failed");

@@ -559,7 +559,8 @@ jrnl_writer_main(void *arg)
 			if (gather_until == 0)
 				gather_until = now + j->cfg.commit_window_us;
 			if (now < gather_until) {
-				jrnl_cv_wait_us(&j->wake, &j->mu, gather_until - now);
+				jrnl_cv_wait_us(&j->wake, &j->mu,
+				    gather_until - now);
 				continue;
 			}
 		}

@@ -46,7 +46,8 @@ find_prog() {
 MARIADBD=$(find_prog mariadbd mysqld) || die "mariadbd is not installed"
 INSTALL_DB=$(find_prog mariadb-install-db mysql_install_db) ||
 	die "mariadb-install-db is not installed"
-ADMIN=$(find_prog mariadb-admin mysqladmin) || die "mariadb-admin is not installed"
+ADMIN=$(find_prog mariadb-admin mysqladmin) ||
+	die "mariadb-admin is not installed"
 CLIENT=$(find_prog mariadb mysql) || die "the mariadb client is not installed"
 
 user_opt=
@@ -59,7 +60,8 @@ fi
 free_port() {
 	i=0
 	while [ $i -lt 50 ]; do
-		p=$(( ( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000 ) + 20000 ))
+		r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+		p=$(( r % 30000 + 20000 ))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0
@@ -115,7 +117,8 @@ do_start() {
 			else
 				port=$(free_port) || die "no free port"
 			fi
-			"$MARIADBD" --no-defaults $user_opt --datadir="$dir/data" \
+			"$MARIADBD" --no-defaults $user_opt \
+			    --datadir="$dir/data" \
 			    --socket="$dir/sock" --port="$port" \
 			    --skip-networking=0 --bind-address=127.0.0.1 \
 			    --pid-file="$dir/mariadbd.pid" \
@@ -145,7 +148,8 @@ do_start() {
 			# A reused port we cannot get back is an error; a
 			# fresh one may have been taken: try another.
 			if [ -f "$dir/port" ] || [ $tries -ge 5 ]; then
-				die "mariadbd failed to start, see $dir/error.log"
+				die "mariadbd failed to start," \
+				    "see $dir/error.log"
 			fi
 		done
 	fi

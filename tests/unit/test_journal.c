@@ -1093,7 +1093,7 @@ test_retention(void **state)
 	jrnl_close(j);
 }
 
-/* ---- the database going away ---------------------------------------------- */
+/* ---- the database going away --------------------------------------------- */
 
 static int64_t
 elapsed_ms(int64_t t0_us)
