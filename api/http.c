@@ -42,6 +42,7 @@ struct req_priv {
 	struct pending_header	 hdr[8];
 	int			 nhdr;
 	int			 started;	/* body complete, handler ran */
+	int			 parked;	/* api_suspend in this call */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
@@ -391,6 +392,7 @@ api_suspend(struct api_req *req)
 	struct req_priv *rp = priv(req);
 
 	MHD_suspend_connection(req->conn);
+	rp->parked = 1;
 	pthread_mutex_lock(&srv->lock);
 	req->suspended = 1;
 	rp->prev_susp = NULL;
@@ -449,8 +451,14 @@ run_handler(struct api_server *srv, struct api_req *req)
 		    "the server is shutting down");
 		return;
 	}
+	/*
+	 * Once the handler parked the request, another thread may resume it
+	 * before we get here (req->suspended is 0 again): that is not "no
+	 * answer", the handler will run again.
+	 */
+	priv(req)->parked = 0;
 	req->route->fn(req);
-	if (!req->answered && !req->suspended) {
+	if (!req->answered && !priv(req)->parked) {
 		log_warnx("http: %s %s: handler gave no answer", req->method,
 		    req->path);
 		api_error(req, 500, "internal", NULL, "no answer");
