@@ -1,0 +1,134 @@
+/*
+ * internal.h - what the REST handlers of api/ share among themselves and
+ * nothing else includes: error answers for the scheduler's and registry's
+ * results, job and topic rendering, the pending-jobs quota, job
+ * validation, and the one place where an accepted job is journaled.
+ *
+ * Key decision: a job pushed through any route (v1, batch, the original
+ * /push) goes through the same api_job_parse() and api_jobs_accept(), so the
+ * rules, the quota and the journal cannot differ between routes.
+ */
+#ifndef RETRYD_API_INTERNAL_H
+#define RETRYD_API_INTERNAL_H
+
+#define API_JOB_ID_BUF	(API_JOB_ID_MAX + 1)
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+#include "api/http.h"
+#include "api/validate.h"
+#include "scheduler/registry.h"
+#include "scheduler/sched.h"
+
+static inline struct api_ctx *
+api_ctx_of(struct api_req *req)
+{
+	return api_server_arg(req->srv);
+}
+
+/* 1 when the request's bearer key is the admin key (nothing answered). */
+int	api_is_admin_request(struct api_req *req);
+
+/* Answer for a scheduler error (what: "job", "topic"...). */
+void	api_sched_error(struct api_req *req, enum sched_err e,
+	    const char *what);
+/* Answer for a registry error. */
+void	api_reg_error(struct api_req *req, enum reg_err e, const char *what);
+
+/*
+ * The caller's topic: 0 and *out (the caller's), or -1 after answering
+ * (404 topic_not_found for an unknown name or another tenant's).
+ */
+int	api_topic_load(struct api_req *req, const char *name,
+	    struct registry_topic **out);
+
+/* A job's body as JSON: the value it parses as, else a string. */
+json_object *api_body_value(const char *body, size_t len);
+/* The job as the API shows it; attempts with the attempt log. */
+json_object *api_job_json(const struct sched_job *job, int with_log);
+
+/* A job to push, as validated from one JSON object. */
+struct api_job_in {
+	char		 id[API_JOB_ID_BUF];
+	int		 client_id;	/* id given by the client (/push) */
+	const char	*bizkey;	/* points into the JSON */
+	int64_t		 due_ms;	/* the time the client asked for */
+	int64_t		 run_at_ms;	/* first attempt: due + first wait */
+	int		 priority;
+	char		*body;		/* owned */
+	size_t		 body_len;
+	char		*headers_json;	/* owned, or NULL */
+	char		*schedule;	/* owned canonical text, or NULL */
+	int64_t		 ttr_ms;	/* 0: the topic's */
+	/* Result: */
+	struct sched_push_result res;
+	int		 status;	/* HTTP status of this job's answer */
+};
+
+void	api_job_in_clear(struct api_job_in *j);
+
+enum api_job_dialect {
+	API_JOB_V1,		/* POST /v1/topics/{topic}/jobs */
+	API_JOB_ORIGINAL,	/* POST /push */
+};
+
+/*
+ * Validate one job object for topic t; prefix names it in errors ("" or
+ * "jobs[3].").  0, or -1 after answering 4xx.
+ */
+int	api_job_parse(struct api_req *req, json_object *obj,
+	    const struct registry_topic *t, enum api_job_dialect d,
+	    const char *prefix, struct api_job_in *out);
+/*
+ * Quota, journal, then push n parsed jobs of topic t.  0 with each job's
+ * res and status filled (201 new, 200 deduplicated, or an error status
+ * with the job's id empty), or -1 after answering (429, 503) for all.
+ */
+int	api_jobs_accept(struct api_req *req, const struct registry_topic *t,
+	    struct api_job_in *jobs, size_t n);
+/* The answer of one accepted job. */
+json_object *api_job_result_json(const struct api_job_in *j);
+
+/*
+ * The single place where accepted jobs reach the journal ("accepted means
+ * journaled"): 0, or -1 after answering 503 journal_unavailable.
+ */
+int	api_journal_jobs(struct api_req *req, const char *tenant,
+	    const char *topic, const struct api_job_in *jobs, size_t n,
+	    int64_t now_ms);
+
+/*
+ * The quota: room for n more pending jobs is taken from the tenant's cached
+ * count (0), or -1 after answering 429 quota_exceeded.
+ */
+int	api_quota_take(struct api_req *req, const char *tenant, size_t n);
+/* Give back room taken for jobs that were not created. */
+void	api_quota_refund(const char *tenant, size_t n);
+/* The cursor query argument (bounded, printable); "" when absent. */
+int	api_query_cursor(struct api_req *req, const char **out);
+
+/*
+ * 0 when the tenant (topic NULL) or the topic has no unfinished job or the
+ * query says force=true; else -1 after answering 409.
+ */
+int	api_unfinished_guard(struct api_req *req, const char *tenant,
+	    const char *topic);
+/* The topic as the API shows it (secret only when with_secret). */
+json_object *api_topic_json(const struct registry_topic *t,
+	    int with_secret);
+
+/* Restore routes share this answer while the journal is off. */
+int	api_need_journal(struct api_req *req, const char *what);
+
+/* The reserve long-poll, shared by /v1/.../reserve and /get/{topic}. */
+void	api_pull_reserve(struct api_req *req, const char *topic,
+	    int original);
+/* Ack or nack with a token; token NULL: the current reservation. */
+void	api_pull_finish(struct api_req *req, const char *id,
+	    const char *token, int ack);
+
+#endif

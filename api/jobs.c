@@ -1,0 +1,984 @@
+/*
+ * jobs.c - jobs (tenant key): push one or a batch, look up, list, cancel,
+ * reschedule, retry from dead; and the path every accepted job takes:
+ * validation, quota, journal, scheduler.
+ *
+ * Key decisions:
+ *  - One parser (api_job_parse) and one acceptance path (api_jobs_accept)
+ *    serve every route that makes jobs, the original /push included.
+ *  - The client says when the job is due; the first attempt runs at that
+ *    time plus the first wait of its schedule (schedule_first_ms).  Answers
+ *    carry both: run_at_ms (the due time asked for) and next_attempt_ms.
+ *  - A JSON string body is sent as its content (so text or form data can be
+ *    sent); any other JSON value as its compact text.  Reading a job back,
+ *    a body that parses as JSON is shown as that value, else as a string.
+ *  - The pending quota is read from Redis at most every 100 ms per tenant
+ *    and taken from the cached count under a lock, so a burst cannot slip
+ *    past it between two reads.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+#include "api/internal.h"
+#include "api/validate.h"
+#include "conf.h"
+#include "journal/journal.h"
+#include "scheduler/registry.h"
+#include "scheduler/sched.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define QUOTA_TTL_US		100000
+#define QUOTA_BUCKETS		256
+#define LIST_LIMIT_DEFAULT	100
+#define LIST_LIMIT_MAX		1000
+
+/* ------------------------------------------------------------------ */
+/* Rendering */
+
+/* Bytes as a JSON string: invalid UTF-8 becomes U+FFFD. */
+static json_object *
+safe_string(const char *s, size_t len)
+{
+	struct buf b;
+	json_object *o;
+	size_t i = 0, n, k;
+	unsigned char c;
+	uint32_t cp;
+
+	buf_init(&b, len * 3 + 1);
+	while (i < len) {
+		c = (unsigned char)s[i];
+		n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) ==
+		    0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		if (n == 0 || i + n > len)
+			goto bad;
+		cp = n == 1 ? c : n == 2 ? (c & 0x1fu) : n == 3 ?
+		    (c & 0x0fu) : (c & 0x07u);
+		for (k = 1; k < n; k++) {
+			if (((unsigned char)s[i + k] & 0xc0) != 0x80)
+				goto bad;
+			cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3fu);
+		}
+		if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+		    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			goto bad;
+		buf_append(&b, s + i, n);
+		i += n;
+		continue;
+bad:
+		buf_append(&b, "\xef\xbf\xbd", 3);
+		i++;
+	}
+	o = json_object_new_string_len(b.data != NULL ? b.data : "",
+	    (int)b.len);
+	buf_free(&b);
+	return o;
+}
+
+json_object *
+api_body_value(const char *body, size_t len)
+{
+	struct json_tokener *tok;
+	json_object *v;
+	size_t i;
+
+	if (body == NULL || len == 0)
+		return json_object_new_string("");
+	tok = json_tokener_new_ex(64);
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+	    JSON_TOKENER_VALIDATE_UTF8);
+	v = json_tokener_parse_ex(tok, body, (int)len);
+	if (v != NULL && json_tokener_get_error(tok) == json_tokener_success) {
+		for (i = json_tokener_get_parse_end(tok); i < len; i++)
+			if (strchr(" \t\r\n", body[i]) == NULL)
+				break;
+		if (i == len && memchr(body, '\0', len) == NULL) {
+			json_tokener_free(tok);
+			return v;
+		}
+	}
+	json_object_put(v);
+	json_tokener_free(tok);
+	return safe_string(body, len);
+}
+
+static int
+unfinished(enum sched_state s)
+{
+	return s == SCHED_SCHEDULED || s == SCHED_READY ||
+	    s == SCHED_IN_FLIGHT || s == SCHED_RETRYING;
+}
+
+json_object *
+api_job_json(const struct sched_job *job, int with_log)
+{
+	json_object *o = json_object_new_object(), *a, *e, *h = NULL;
+	const struct sched_attempt *at;
+	size_t i;
+
+	json_object_object_add(o, "id", json_object_new_string(job->id));
+	json_object_object_add(o, "topic",
+	    json_object_new_string(job->topic ? job->topic : ""));
+	json_object_object_add(o, "state",
+	    json_object_new_string(sched_state_name(job->state)));
+	json_object_object_add(o, "bizkey", job->bizkey != NULL ?
+	    json_object_new_string(job->bizkey) : NULL);
+	json_object_object_add(o, "priority",
+	    json_object_new_int(job->priority));
+	json_object_object_add(o, "created_ms",
+	    json_object_new_int64(job->created_ms));
+	json_object_object_add(o, "next_attempt_ms", unfinished(job->state) ?
+	    json_object_new_int64(job->due_ms) : NULL);
+	json_object_object_add(o, "attempt_count",
+	    json_object_new_int(job->attempts));
+	json_object_object_add(o, "body",
+	    api_body_value(job->body, job->body_len));
+	if (job->headers_json != NULL)
+		h = json_tokener_parse(job->headers_json);
+	json_object_object_add(o, "headers",
+	    h != NULL ? h : json_object_new_object());
+	json_object_object_add(o, "retry_schedule", job->schedule != NULL ?
+	    json_object_new_string(job->schedule) : NULL);
+	if (job->ttr_ms > 0)
+		json_object_object_add(o, "ttr_ms",
+		    json_object_new_int64(job->ttr_ms));
+	if (!with_log)
+		return o;
+	a = json_object_new_array();
+	for (i = 0; i < job->nattempt_log; i++) {
+		at = &job->attempt_log[i];
+		e = json_object_new_object();
+		json_object_object_add(e, "at_ms",
+		    json_object_new_int64(at->at_ms));
+		json_object_object_add(e, "status",
+		    json_object_new_int(at->status));
+		json_object_object_add(e, "latency_ms",
+		    json_object_new_int64(at->latency_ms));
+		json_object_object_add(e, "error", at->error != NULL ?
+		    json_object_new_string(at->error) : NULL);
+		json_object_object_add(e, "response", at->excerpt != NULL ?
+		    safe_string(at->excerpt, at->excerpt_len) : NULL);
+		json_object_array_add(a, e);
+	}
+	json_object_object_add(o, "attempts", a);
+	return o;
+}
+
+json_object *
+api_job_result_json(const struct api_job_in *j)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "id", json_object_new_string(j->res.id));
+	json_object_object_add(o, "state", json_object_new_string(
+	    sched_state_name(j->res.state)));
+	if (j->res.deduplicated) {
+		json_object_object_add(o, "deduplicated",
+		    json_object_new_boolean(1));
+		json_object_object_add(o, "next_attempt_ms",
+		    json_object_new_int64(j->res.run_at_ms));
+	} else {
+		json_object_object_add(o, "run_at_ms",
+		    json_object_new_int64(j->due_ms));
+		json_object_object_add(o, "next_attempt_ms",
+		    json_object_new_int64(j->run_at_ms));
+	}
+	return o;
+}
+
+/* ------------------------------------------------------------------ */
+/* Parsing a job */
+
+void
+api_job_in_clear(struct api_job_in *j)
+{
+	free(j->body);
+	free(j->headers_json);
+	free(j->schedule);
+	memset(j, 0, sizeof(*j));
+}
+
+static int
+field_name(char *out, size_t outlen, const char *prefix, const char *name)
+{
+	snprintf(out, outlen, "%s%s", prefix, name);
+	return 0;
+}
+
+/* The body member into out->body; 0 or -1 after answering. */
+static int
+job_body(struct api_req *req, json_object *obj, const char *field,
+    struct api_job_in *out)
+{
+	size_t limit = (size_t)CONF_GET(limit_job_body), len;
+	json_object *v;
+	const char *s;
+
+	if (!json_object_object_get_ex(obj, "body", &v)) {
+		out->body = xstrdup("");
+		out->body_len = 0;
+		return 0;
+	}
+	if (json_object_is_type(v, json_type_string)) {
+		s = json_object_get_string(v);
+		len = (size_t)json_object_get_string_len(v);
+	} else
+		s = json_object_to_json_string_length(v,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+		    &len);
+	if (len > limit) {
+		api_error(req, 413, "body_too_large", field,
+		    "the job body is %zu bytes; the limit is %zu", len,
+		    limit);
+		return -1;
+	}
+	out->body = xmalloc(len + 1);
+	memcpy(out->body, s, len);
+	out->body[len] = '\0';
+	out->body_len = len;
+	return 0;
+}
+
+int
+api_job_parse(struct api_req *req, json_object *obj,
+    const struct registry_topic *t, enum api_job_dialect d,
+    const char *prefix, struct api_job_in *out)
+{
+	static const char *const v1[] = { "delay_ms", "run_at_ms", "body",
+		"bizkey", "priority", "headers", "retry_schedule", "ttr_ms",
+		NULL };
+	static const char *const orig[] = { "topic", "id", "delay", "body",
+		"bizkey", "priority", "ttl", NULL };
+	struct api_ctx *ctx = api_ctx_of(req);
+	int64_t horizon = CONF_GET(limit_horizon_ms), now = clock_wall_ms();
+	int64_t delay = 0, run_at = 0, prio = 0, ttr = 0;
+	int has_delay, has_run_at, has_id;
+	char f[200], stext[SCHEDULE_FORMAT_MAX];
+	struct retry_schedule own;
+	const struct retry_schedule *sched = &t->schedule;
+	const char *id = NULL;
+	json_object *v, *hdrs = NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (!json_object_is_type(obj, json_type_object)) {
+		api_error(req, 400, "invalid_field", *prefix ? prefix : NULL,
+		    "a job must be a JSON object");
+		return -1;
+	}
+	if (api_json_only(req, obj, d == API_JOB_V1 ? v1 : orig,
+	    prefix) == -1)
+		return -1;
+
+	field_name(f, sizeof(f), prefix, d == API_JOB_V1 ? "delay_ms" :
+	    "delay");
+	if (api_json_int(req, obj, d == API_JOB_V1 ? "delay_ms" : "delay", f,
+	    0, INT64_MAX - 1, &delay, &has_delay) == -1)
+		return -1;
+	if (has_delay && delay > horizon) {
+		api_error(req, 400, "beyond_horizon", f,
+		    "%s is beyond the horizon of %" PRId64 " ms", f, horizon);
+		return -1;
+	}
+	field_name(f, sizeof(f), prefix, "run_at_ms");
+	if (api_json_int(req, obj, "run_at_ms", f, 0, INT64_MAX - 1, &run_at,
+	    &has_run_at) == -1)
+		return -1;
+	if (has_run_at && has_delay) {
+		api_error(req, 400, "invalid_field", f,
+		    "give delay_ms or run_at_ms, not both");
+		return -1;
+	}
+	if (has_run_at && run_at - now > horizon) {
+		api_error(req, 400, "beyond_horizon", f,
+		    "%s is beyond the horizon of %" PRId64 " ms from now", f,
+		    horizon);
+		return -1;
+	}
+	out->due_ms = has_run_at ? run_at : now + delay;
+
+	field_name(f, sizeof(f), prefix, "bizkey");
+	if (api_json_string(req, obj, "bizkey", f, API_BIZKEY_MAX,
+	    &out->bizkey, NULL) == -1 || (out->bizkey != NULL &&
+	    api_check_bizkey(req, out->bizkey, f) == -1))
+		return -1;
+
+	field_name(f, sizeof(f), prefix, "priority");
+	if (api_json_int(req, obj, "priority", f, API_PRIORITY_MIN,
+	    API_PRIORITY_MAX, &prio, NULL) == -1)
+		return -1;
+	out->priority = (int)prio;
+
+	field_name(f, sizeof(f), prefix, d == API_JOB_V1 ? "ttr_ms" : "ttl");
+	if (api_json_int(req, obj, d == API_JOB_V1 ? "ttr_ms" : "ttl", f, 1,
+	    horizon, &ttr, NULL) == -1)
+		return -1;
+	out->ttr_ms = ttr;
+
+	field_name(f, sizeof(f), prefix, "headers");
+	json_object_object_get_ex(obj, "headers", &hdrs);
+	if (api_json_headers(req, hdrs, f, &out->headers_json) == -1)
+		return -1;
+
+	field_name(f, sizeof(f), prefix, "retry_schedule");
+	if (json_object_object_get_ex(obj, "retry_schedule", &v) &&
+	    !json_object_is_type(v, json_type_null)) {
+		if (api_json_schedule(req, v, f, horizon, &own) == -1)
+			return -1;
+		if (schedule_format(&own, stext, sizeof(stext)) < 0) {
+			api_error(req, 400, "invalid_schedule", f,
+			    "the schedule cannot be printed");
+			return -1;
+		}
+		out->schedule = xstrdup(stext);
+		sched = &own;
+	}
+	out->run_at_ms = schedule_first_ms(sched, out->due_ms);
+
+	field_name(f, sizeof(f), prefix, "body");
+	if (job_body(req, obj, f, out) == -1)
+		return -1;
+
+	if (d == API_JOB_ORIGINAL) {
+		field_name(f, sizeof(f), prefix, "id");
+		if (api_json_string(req, obj, "id", f, API_CLIENT_ID_MAX, &id,
+		    &has_id) == -1)
+			return -1;
+		if (has_id && (!api_valid_client_id(id) ||
+		    api_looks_generated_id(id))) {
+			api_error(req, 400, "invalid_id", f,
+			    "an id is 1 to 64 of A-Z a-z 0-9 . _ : - and not "
+			    "16 characters of Crockford base32 (the form of "
+			    "generated ids)");
+			return -1;
+		}
+		if (has_id && out->bizkey != NULL) {
+			api_error(req, 400, "invalid_field", f,
+			    "give id or bizkey, not both (the id is the "
+			    "deduplication key)");
+			return -1;
+		}
+		if (has_id) {
+			snprintf(out->id, sizeof(out->id), "%s", id);
+			out->client_id = 1;
+		}
+	}
+	if (!out->client_id)
+		sched_new_id(ctx->sched, out->bizkey, out->id);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Quota */
+
+struct quota_entry {
+	struct quota_entry	*next;
+	char			 tenant[REG_TENANT_MAX + 1];
+	int64_t			 pending;
+	int64_t			 read_mono_us;
+};
+
+static pthread_mutex_t quota_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct quota_entry *quota_table[QUOTA_BUCKETS];
+
+static struct quota_entry *
+quota_find_locked(const char *tenant, int create)
+{
+	struct quota_entry *e;
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = tenant; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	for (e = quota_table[h % QUOTA_BUCKETS]; e != NULL; e = e->next)
+		if (strcmp(e->tenant, tenant) == 0)
+			return e;
+	if (!create)
+		return NULL;
+	e = xcalloc(1, sizeof(*e));
+	snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
+	e->next = quota_table[h % QUOTA_BUCKETS];
+	quota_table[h % QUOTA_BUCKETS] = e;
+	return e;
+}
+
+int
+api_quota_take(struct api_req *req, const char *tenant, size_t n)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_tenant t;
+	struct quota_entry *e;
+	int64_t counts[SCHED_NSTATES], limit, pending = 0, now;
+	enum sched_err se;
+	enum reg_err re;
+	int fresh;
+
+	if ((re = registry_tenant_get(ctx->reg, tenant, &t)) != REG_OK) {
+		api_reg_error(req, re, "tenant");
+		return -1;
+	}
+	limit = t.max_pending > 0 ? t.max_pending :
+	    CONF_GET(limit_max_pending);
+	now = clock_mono_us();
+	pthread_mutex_lock(&quota_lock);
+	e = quota_find_locked(tenant, 1);
+	fresh = e->read_mono_us != 0 && now - e->read_mono_us < QUOTA_TTL_US &&
+	    now >= e->read_mono_us;
+	pthread_mutex_unlock(&quota_lock);
+	if (!fresh) {
+		se = sched_counts(ctx->sched, tenant, NULL, counts);
+		if (se != SCHED_OK) {
+			api_sched_error(req, se, "tenant");
+			return -1;
+		}
+		pending = counts[SCHED_SCHEDULED] + counts[SCHED_READY] +
+		    counts[SCHED_IN_FLIGHT] + counts[SCHED_RETRYING];
+	}
+	pthread_mutex_lock(&quota_lock);
+	if (!fresh) {
+		e->pending = pending;
+		e->read_mono_us = now;
+	}
+	if (e->pending + (int64_t)n > limit) {
+		pending = e->pending;
+		pthread_mutex_unlock(&quota_lock);
+		api_error(req, 429, "quota_exceeded", NULL,
+		    "tenant %s has %" PRId64 " pending jobs and may have at "
+		    "most %" PRId64 "; %zu more would exceed it", tenant,
+		    pending, limit, n);
+		return -1;
+	}
+	e->pending += (int64_t)n;
+	pthread_mutex_unlock(&quota_lock);
+	return 0;
+}
+
+void
+api_quota_refund(const char *tenant, size_t n)
+{
+	struct quota_entry *e;
+
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&quota_lock);
+	if ((e = quota_find_locked(tenant, 0)) != NULL)
+		e->pending -= (int64_t)n;
+	pthread_mutex_unlock(&quota_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Journal and acceptance */
+
+int
+api_need_journal(struct api_req *req, const char *what)
+{
+	if (api_ctx_of(req)->jrnl != NULL)
+		return 0;
+	api_error(req, 501, "not_supported", NULL,
+	    "%s needs the journal, and it is off (journal.url = \"none\")",
+	    what);
+	return -1;
+}
+
+int
+api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
+    const struct api_job_in *jobs, size_t n, int64_t now_ms)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_job *jj;
+	enum jrnl_err e;
+	size_t i;
+
+	if (ctx->jrnl == NULL || n == 0)
+		return 0;
+	jj = xcalloc(n, sizeof(*jj));
+	for (i = 0; i < n; i++) {
+		jj[i].tenant = tenant;
+		jj[i].topic = topic;
+		jj[i].id = jobs[i].id;
+		jj[i].bizkey = jobs[i].bizkey;
+		jj[i].due_ms = jobs[i].run_at_ms;
+		jj[i].priority = jobs[i].priority;
+		jj[i].body = jobs[i].body;
+		jj[i].body_len = jobs[i].body_len;
+		jj[i].headers_json = jobs[i].headers_json;
+		jj[i].schedule = jobs[i].schedule;
+		jj[i].ttr_ms = jobs[i].ttr_ms;
+		jj[i].state = "scheduled";
+		jj[i].created_ms = now_ms;
+	}
+	e = jrnl_put_jobs(ctx->jrnl, jj, n);
+	free(jj);
+	if (e == JRNL_OK)
+		return 0;
+	log_warnx("api: journal: %s: %zu job(s) of %s/%s refused",
+	    jrnl_strerror(e), n, tenant, topic);
+	api_error(req, 503, "journal_unavailable", NULL,
+	    "the journal cannot record the job now (%s); nothing was "
+	    "accepted, try again", jrnl_strerror(e));
+	return -1;
+}
+
+/* The journal row of a job that was journaled but not made: finished. */
+static void
+journal_void(struct api_req *req, const char *tenant, const char *id,
+    int64_t now_ms)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_transition tr;
+
+	if (ctx->jrnl == NULL)
+		return;
+	memset(&tr, 0, sizeof(tr));
+	tr.tenant = tenant;
+	tr.job_id = id;
+	tr.from_state = "scheduled";
+	tr.to_state = "cancelled";
+	tr.at_ms = now_ms;
+	tr.error = "not created (deduplicated or refused)";
+	jrnl_transition(ctx->jrnl, &tr);
+}
+
+static int
+sched_status(enum sched_err e)
+{
+	switch (e) {
+	case SCHED_OK:
+		return 201;
+	case SCHED_ENOTFOUND:
+		return 404;
+	case SCHED_ECONFLICT:
+	case SCHED_ESTALE:
+		return 409;
+	case SCHED_EUNAVAIL:
+		return 503;
+	case SCHED_EINVAL:
+		return 400;
+	default:
+		return 500;
+	}
+}
+
+int
+api_jobs_accept(struct api_req *req, const struct registry_topic *t,
+    struct api_job_in *jobs, size_t n)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_push p;
+	int64_t now = clock_wall_ms();
+	enum sched_err e;
+	size_t i, unmade = 0;
+
+	if (n == 0)
+		return 0;
+	if (api_quota_take(req, req->tenant, n) == -1)
+		return -1;
+	if (api_journal_jobs(req, req->tenant, t->name, jobs, n, now) == -1) {
+		api_quota_refund(req->tenant, n);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		memset(&p, 0, sizeof(p));
+		p.tenant = req->tenant;
+		p.topic = t->name;
+		p.id = jobs[i].id;
+		p.bizkey = jobs[i].bizkey;
+		p.run_at_ms = jobs[i].run_at_ms;
+		p.priority = jobs[i].priority;
+		p.body = jobs[i].body;
+		p.body_len = jobs[i].body_len;
+		p.headers_json = jobs[i].headers_json;
+		p.schedule = jobs[i].schedule;
+		p.ttr_ms = jobs[i].ttr_ms;
+		e = sched_push(ctx->sched, &p, &jobs[i].res);
+		if (e != SCHED_OK) {
+			jobs[i].status = sched_status(e);
+			jobs[i].res.id[0] = '\0';
+			unmade++;
+			if (e != SCHED_EUNAVAIL && e != SCHED_EINTERNAL)
+				journal_void(req, req->tenant, jobs[i].id,
+				    now);
+			continue;
+		}
+		jobs[i].status = jobs[i].res.deduplicated ? 200 : 201;
+		if (jobs[i].res.deduplicated) {
+			unmade++;
+			if (strcmp(jobs[i].res.id, jobs[i].id) != 0)
+				journal_void(req, req->tenant, jobs[i].id,
+				    now);
+		}
+	}
+	api_quota_refund(req->tenant, unmade);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Routes */
+
+static void
+job_push(struct api_req *req)
+{
+	struct registry_topic *t = NULL;
+	struct api_job_in j;
+	json_object *body = NULL;
+
+	memset(&j, 0, sizeof(j));
+	if (api_topic_load(req, req->param[0], &t) == -1 ||
+	    api_body_json(req, &body) == -1 ||
+	    api_job_parse(req, body, t, API_JOB_V1, "", &j) == -1 ||
+	    api_jobs_accept(req, t, &j, 1) == -1)
+		goto out;
+	if (j.status == 201 || j.status == 200)
+		api_reply_json(req, j.status, api_job_result_json(&j));
+	else if (j.status == 409)
+		api_error(req, 409, "conflict", "bizkey",
+		    "the job conflicts with an existing one");
+	else
+		api_sched_error(req, j.status == 503 ? SCHED_EUNAVAIL :
+		    SCHED_EINTERNAL, "job");
+out:
+	api_job_in_clear(&j);
+	registry_topic_free(t);
+	json_object_put(body);
+}
+
+static json_object *
+item_error(int status, const char *code, const char *field,
+    const char *message)
+{
+	json_object *o = json_object_new_object(), *e;
+
+	json_object_object_add(o, "status", json_object_new_int(status));
+	e = json_object_new_object();
+	json_object_object_add(e, "code", json_object_new_string(code));
+	json_object_object_add(e, "message", json_object_new_string(message));
+	if (field != NULL)
+		json_object_object_add(e, "field",
+		    json_object_new_string(field));
+	json_object_object_add(o, "error", e);
+	return o;
+}
+
+static void
+job_batch(struct api_req *req)
+{
+	static const char *const allowed[] = { "jobs", NULL };
+	struct registry_topic *t = NULL;
+	struct api_job_in *jobs = NULL;
+	json_object *body = NULL, *arr, *o, *res;
+	char prefix[32];
+	size_t i, n = 0, limit = (size_t)CONF_GET(limit_batch);
+
+	if (api_topic_load(req, req->param[0], &t) == -1 ||
+	    api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, allowed, "") == -1)
+		goto out;
+	if (!json_object_object_get_ex(body, "jobs", &arr) ||
+	    !json_object_is_type(arr, json_type_array)) {
+		api_error(req, 400, "missing_field", "jobs",
+		    "jobs must be an array of jobs");
+		goto out;
+	}
+	n = json_object_array_length(arr);
+	if (n == 0 || n > limit) {
+		api_error(req, n == 0 ? 400 : 413, n == 0 ? "invalid_field" :
+		    "batch_too_large", "jobs", "a batch holds 1 to %zu jobs",
+		    limit);
+		n = 0;
+		goto out;
+	}
+	/*
+	 * All or nothing on validation: a batch with one bad job is refused
+	 * whole (naming it), so a client never has to sort out which half of
+	 * a batch went in.
+	 */
+	jobs = xcalloc(n, sizeof(*jobs));
+	for (i = 0; i < n; i++) {
+		snprintf(prefix, sizeof(prefix), "jobs[%zu].", i);
+		if (api_job_parse(req, json_object_array_get_idx(arr, i), t,
+		    API_JOB_V1, prefix, &jobs[i]) == -1)
+			goto out;
+	}
+	if (api_jobs_accept(req, t, jobs, n) == -1)
+		goto out;
+	o = json_object_new_object();
+	res = json_object_new_array();
+	for (i = 0; i < n; i++) {
+		if (jobs[i].status == 201 || jobs[i].status == 200) {
+			json_object *r = api_job_result_json(&jobs[i]);
+
+			json_object_object_add(r, "status",
+			    json_object_new_int(jobs[i].status));
+			json_object_array_add(res, r);
+		} else
+			json_object_array_add(res, item_error(jobs[i].status,
+			    jobs[i].status == 503 ? "unavailable" :
+			    jobs[i].status == 409 ? "conflict" : "internal",
+			    NULL, "the job was not accepted"));
+	}
+	json_object_object_add(o, "results", res);
+	api_reply_json(req, 200, o);
+out:
+	for (i = 0; jobs != NULL && i < n; i++)
+		api_job_in_clear(&jobs[i]);
+	free(jobs);
+	registry_topic_free(t);
+	json_object_put(body);
+}
+
+static void
+job_get(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_job *job = NULL;
+	enum sched_err e;
+
+	if (api_check_job_id(req, req->param[0]) == -1)
+		return;
+	if ((e = sched_get(ctx->sched, req->tenant, req->param[0], &job)) !=
+	    SCHED_OK) {
+		api_sched_error(req, e, "job");
+		return;
+	}
+	api_reply_json(req, 200, api_job_json(job, 1));
+	sched_job_free(job);
+}
+
+/* After a change, answer with the job as it is now. */
+static void
+reply_job_now(struct api_req *req, const char *id)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_job *job = NULL;
+	json_object *o;
+
+	if (sched_get(ctx->sched, req->tenant, id, &job) != SCHED_OK) {
+		o = json_object_new_object();
+		json_object_object_add(o, "id", json_object_new_string(id));
+		api_reply_json(req, 200, o);
+		return;
+	}
+	api_reply_json(req, 200, api_job_json(job, 0));
+	sched_job_free(job);
+}
+
+static void
+job_cancel(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	enum sched_err e;
+
+	if (api_check_job_id(req, req->param[0]) == -1)
+		return;
+	e = sched_cancel(ctx->sched, req->tenant, req->param[0]);
+	if (e == SCHED_ECONFLICT) {
+		api_error(req, 409, "job_finished", NULL,
+		    "the job is finished already");
+		return;
+	}
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
+		return;
+	}
+	api_quota_refund(req->tenant, 1);
+	api_reply_empty(req, 204);
+}
+
+static void
+job_patch(struct api_req *req)
+{
+	static const char *const allowed[] = { "run_at_ms", "delay_ms", NULL };
+	struct api_ctx *ctx = api_ctx_of(req);
+	int64_t horizon = CONF_GET(limit_horizon_ms), now = clock_wall_ms();
+	int64_t delay = 0, run_at = 0;
+	int has_delay, has_run_at;
+	json_object *body = NULL;
+	enum sched_err e;
+
+	if (api_check_job_id(req, req->param[0]) == -1 ||
+	    api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, allowed, "") == -1 ||
+	    api_json_int(req, body, "delay_ms", "delay_ms", 0, INT64_MAX - 1,
+	    &delay, &has_delay) == -1 ||
+	    api_json_int(req, body, "run_at_ms", "run_at_ms", 0,
+	    INT64_MAX - 1, &run_at, &has_run_at) == -1)
+		goto out;
+	if (has_delay == has_run_at) {
+		api_error(req, 400, has_delay ? "invalid_field" :
+		    "missing_field", "run_at_ms",
+		    "give exactly one of run_at_ms and delay_ms");
+		goto out;
+	}
+	if (has_delay)
+		run_at = now + (delay > horizon ? horizon + 1 : delay);
+	if (run_at - now > horizon) {
+		api_error(req, 400, "beyond_horizon", has_delay ? "delay_ms" :
+		    "run_at_ms", "the new time is beyond the horizon of %"
+		    PRId64 " ms", horizon);
+		goto out;
+	}
+	e = sched_reschedule(ctx->sched, req->tenant, req->param[0], run_at);
+	if (e == SCHED_ECONFLICT) {
+		api_error(req, 409, "job_not_waiting", NULL,
+		    "only a scheduled or retrying job can be rescheduled");
+		goto out;
+	}
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
+		goto out;
+	}
+	reply_job_now(req, req->param[0]);
+out:
+	json_object_put(body);
+}
+
+static void
+job_retry(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	enum sched_err e;
+
+	if (api_check_job_id(req, req->param[0]) == -1)
+		return;
+	e = sched_retry(ctx->sched, req->tenant, req->param[0]);
+	if (e == SCHED_ECONFLICT) {
+		api_error(req, 409, "job_not_dead", NULL,
+		    "only a dead job can be retried");
+		return;
+	}
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
+		return;
+	}
+	reply_job_now(req, req->param[0]);
+}
+
+/* Listing (needs the journal, which indexes jobs by tenant). */
+struct list_ctx {
+	json_object	*arr;
+	char		 last[API_JOB_ID_BUF];
+	size_t		 n;
+};
+
+static json_object *
+jrnl_job_json(const struct jrnl_job *j)
+{
+	json_object *o = json_object_new_object(), *h = NULL;
+
+	json_object_object_add(o, "id", json_object_new_string(j->id));
+	json_object_object_add(o, "topic", json_object_new_string(j->topic));
+	json_object_object_add(o, "state",
+	    json_object_new_string(j->state ? j->state : "scheduled"));
+	json_object_object_add(o, "bizkey", j->bizkey != NULL ?
+	    json_object_new_string(j->bizkey) : NULL);
+	json_object_object_add(o, "priority", json_object_new_int(j->priority));
+	json_object_object_add(o, "created_ms",
+	    json_object_new_int64(j->created_ms));
+	json_object_object_add(o, "updated_ms",
+	    json_object_new_int64(j->updated_ms));
+	json_object_object_add(o, "finished_ms", j->finished_ms > 0 ?
+	    json_object_new_int64(j->finished_ms) : NULL);
+	json_object_object_add(o, "due_ms", json_object_new_int64(j->due_ms));
+	json_object_object_add(o, "attempt_count",
+	    json_object_new_int(j->attempts));
+	json_object_object_add(o, "body", api_body_value(j->body,
+	    j->body_len));
+	if (j->headers_json != NULL)
+		h = json_tokener_parse(j->headers_json);
+	json_object_object_add(o, "headers",
+	    h != NULL ? h : json_object_new_object());
+	json_object_object_add(o, "retry_schedule", j->schedule != NULL ?
+	    json_object_new_string(j->schedule) : NULL);
+	return o;
+}
+
+static int
+list_cb(const struct jrnl_job *j, void *arg)
+{
+	struct list_ctx *lc = arg;
+
+	json_object_array_add(lc->arr, jrnl_job_json(j));
+	snprintf(lc->last, sizeof(lc->last), "%s", j->id);
+	lc->n++;
+	return 0;
+}
+
+static void
+job_list(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_list l;
+	struct list_ctx lc;
+	const char *topic, *state, *bizkey, *cursor;
+	int64_t limit;
+	enum jrnl_err e;
+	json_object *o;
+
+	memset(&l, 0, sizeof(l));
+	memset(&lc, 0, sizeof(lc));
+	topic = api_query(req, "topic");
+	state = api_query(req, "state");
+	bizkey = api_query(req, "bizkey");
+	if ((topic != NULL && api_check_topic(req, topic) == -1) ||
+	    (bizkey != NULL && api_check_bizkey(req, bizkey, "bizkey") == -1) ||
+	    api_query_int(req, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT,
+	    &limit) == -1 || api_query_cursor(req, &cursor) == -1)
+		return;
+	if (state != NULL && sched_state_parse(state) < 0) {
+		api_error(req, 400, "invalid_field", "state",
+		    "state must be one of scheduled, ready, in_flight, "
+		    "retrying, delivered, dead, cancelled");
+		return;
+	}
+	if (*cursor != '\0' && api_check_job_id(req, cursor) == -1)
+		return;
+	if (api_need_journal(req, "listing jobs") == -1)
+		return;
+	l.topic = topic;
+	l.state = state;
+	l.bizkey = bizkey;
+	l.cursor = *cursor != '\0' ? cursor : NULL;
+	l.limit = (size_t)limit;
+	lc.arr = json_object_new_array();
+	e = jrnl_list_jobs(ctx->jrnl, req->tenant, &l, list_cb, &lc);
+	if (e != JRNL_OK) {
+		json_object_put(lc.arr);
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the journal cannot be read now: %s", jrnl_strerror(e));
+		return;
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "jobs", lc.arr);
+	json_object_object_add(o, "next_cursor", lc.n == (size_t)limit ?
+	    json_object_new_string(lc.last) : NULL);
+	api_reply_json(req, 200, o);
+}
+
+const struct api_route api_routes_jobs[] = {
+	{ "POST", "/v1/topics/{topic}/jobs", API_AUTH_TENANT, job_push,
+	    "push a job" },
+	{ "POST", "/v1/topics/{topic}/jobs:batch", API_AUTH_TENANT,
+	    job_batch, "push up to limits.batch jobs" },
+	{ "GET", "/v1/jobs", API_AUTH_TENANT, job_list,
+	    "list jobs, newest first (needs the journal)" },
+	{ "GET", "/v1/jobs/{id}", API_AUTH_TENANT, job_get,
+	    "a job with its attempts" },
+	{ "DELETE", "/v1/jobs/{id}", API_AUTH_TENANT, job_cancel,
+	    "cancel a job" },
+	{ "PATCH", "/v1/jobs/{id}", API_AUTH_TENANT, job_patch,
+	    "reschedule a waiting job" },
+	{ "POST", "/v1/jobs/{id}/retry", API_AUTH_TENANT, job_retry,
+	    "run a dead job again" },
+	{ NULL, NULL, 0, NULL, NULL },
+};

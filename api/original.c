@@ -1,0 +1,377 @@
+/*
+ * original.c - the routes of the original design, kept for its clients
+ * (/push, /delete, /restore, /restore/{id}, /get/{topic}, /finish), and the
+ * recovery routes they share with v1 (/v1/restore, /v1/jobs/{id}/restore).
+ *
+ * Key decisions: these routes are thin adapters.  They authenticate like the
+ * rest (a tenant key, or the admin key with X-Tenant), and every one of them
+ * calls the same code as its v1 counterpart (api_job_parse,
+ * api_jobs_accept, api_pull_reserve, api_pull_finish), so the original
+ * clients get the same validation, quota, journal and tenant isolation.
+ * Recovery reads the journal: with the journal off it answers 501.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+#include "api/internal.h"
+#include "api/validate.h"
+#include "journal/journal.h"
+#include "scheduler/registry.h"
+#include "scheduler/sched.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define RESTORE_PAGE	500
+
+/* ------------------------------------------------------------------ */
+/* Original routes */
+
+static void
+push(struct api_req *req)
+{
+	struct registry_topic *t = NULL;
+	struct api_job_in j;
+	json_object *body = NULL, *o;
+	const char *topic = NULL;
+	int present;
+
+	memset(&j, 0, sizeof(j));
+	if (api_body_json(req, &body) == -1 ||
+	    api_json_string(req, body, "topic", "topic", API_TOPIC_MAX, &topic,
+	    &present) == -1)
+		goto out;
+	if (!present) {
+		api_error(req, 400, "missing_field", "topic",
+		    "topic is required");
+		goto out;
+	}
+	if (api_topic_load(req, topic, &t) == -1 ||
+	    api_job_parse(req, body, t, API_JOB_ORIGINAL, "", &j) == -1 ||
+	    api_jobs_accept(req, t, &j, 1) == -1)
+		goto out;
+	if (j.status == 409) {
+		api_error(req, 409, "conflict", "id",
+		    "that id names a job of another topic");
+		goto out;
+	}
+	if (j.status != 201 && j.status != 200) {
+		api_sched_error(req, j.status == 503 ? SCHED_EUNAVAIL :
+		    SCHED_EINTERNAL, "job");
+		goto out;
+	}
+	o = api_job_result_json(&j);
+	api_reply_json(req, 200, o);
+out:
+	api_job_in_clear(&j);
+	registry_topic_free(t);
+	json_object_put(body);
+}
+
+/* The id query argument: 0, or -1 after answering 400. */
+static int
+query_id(struct api_req *req, const char **id)
+{
+	*id = api_query(req, "id");
+	if (*id == NULL) {
+		api_error(req, 400, "missing_field", "id", "id is required");
+		return -1;
+	}
+	return api_check_job_id(req, *id);
+}
+
+static void
+delete(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	const char *id;
+	enum sched_err e;
+	json_object *o;
+
+	if (query_id(req, &id) == -1)
+		return;
+	e = sched_cancel(ctx->sched, req->tenant, id);
+	if (e == SCHED_ECONFLICT) {
+		api_error(req, 409, "job_finished", "id",
+		    "the job is finished already");
+		return;
+	}
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
+		return;
+	}
+	api_quota_refund(req->tenant, 1);
+	o = json_object_new_object();
+	json_object_object_add(o, "id", json_object_new_string(id));
+	json_object_object_add(o, "state", json_object_new_string("cancelled"));
+	api_reply_json(req, 200, o);
+}
+
+static void
+get(struct api_req *req)
+{
+	api_pull_reserve(req, req->param[0], 1);
+}
+
+static void
+finish(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_job *job = NULL;
+	const char *id, *token;
+	enum sched_err e;
+
+	if (query_id(req, &id) == -1)
+		return;
+	token = api_query(req, "token");
+	if (token == NULL) {
+		/*
+		 * The original design had no token: finish the current
+		 * reservation, whoever holds it.
+		 */
+		if ((e = sched_get(ctx->sched, req->tenant, id, &job)) !=
+		    SCHED_OK) {
+			api_sched_error(req, e, "job");
+			return;
+		}
+		if (job->state != SCHED_IN_FLIGHT || job->token[0] == '\0') {
+			sched_job_free(job);
+			api_error(req, 409, "job_not_reserved", "id",
+			    "the job is not reserved");
+			return;
+		}
+		api_pull_finish(req, id, job->token, 1);
+		sched_job_free(job);
+		return;
+	}
+	api_pull_finish(req, id, token, 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Recovery */
+
+struct restore_ctx {
+	struct sched	*sched;
+	int		 expired;	/* also jobs whose due time passed */
+	int64_t		 now_ms;
+	int64_t		 restored, present, skipped, failed;
+	char		 last_tenant[REG_TENANT_MAX + 1];
+	char		 last_id[API_JOB_ID_BUF];
+	size_t		 seen;
+};
+
+static int
+restore_one(const struct jrnl_job *jj, void *arg)
+{
+	struct restore_ctx *rc = arg;
+	struct sched_job job;
+	int created = 0;
+	int st;
+
+	rc->seen++;
+	snprintf(rc->last_tenant, sizeof(rc->last_tenant), "%s", jj->tenant);
+	snprintf(rc->last_id, sizeof(rc->last_id), "%s", jj->id);
+	if (!rc->expired && jj->due_ms < rc->now_ms) {
+		rc->skipped++;
+		return 0;
+	}
+	memset(&job, 0, sizeof(job));
+	if (strlen(jj->id) >= sizeof(job.id)) {
+		rc->failed++;
+		return 0;
+	}
+	snprintf(job.id, sizeof(job.id), "%s", jj->id);
+	job.tenant = (char *)(uintptr_t)jj->tenant;
+	job.topic = (char *)(uintptr_t)jj->topic;
+	job.bizkey = (char *)(uintptr_t)jj->bizkey;
+	st = jj->state != NULL ? sched_state_parse(jj->state) : -1;
+	job.state = st >= 0 ? (enum sched_state)st : SCHED_SCHEDULED;
+	job.due_ms = jj->due_ms;
+	job.created_ms = jj->created_ms;
+	job.priority = jj->priority;
+	job.attempts = jj->attempts;
+	job.body = (char *)(uintptr_t)jj->body;
+	job.body_len = jj->body_len;
+	job.headers_json = (char *)(uintptr_t)jj->headers_json;
+	job.schedule = (char *)(uintptr_t)jj->schedule;
+	job.ttr_ms = jj->ttr_ms;
+	if (sched_restore_job(rc->sched, &job, &created) != SCHED_OK)
+		rc->failed++;
+	else if (created)
+		rc->restored++;
+	else
+		rc->present++;
+	return 0;
+}
+
+static json_object *
+restore_json(const struct restore_ctx *rc)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "restored",
+	    json_object_new_int64(rc->restored));
+	json_object_object_add(o, "present",
+	    json_object_new_int64(rc->present));
+	json_object_object_add(o, "skipped",
+	    json_object_new_int64(rc->skipped));
+	json_object_object_add(o, "failed", json_object_new_int64(rc->failed));
+	return o;
+}
+
+/*
+ * Every unfinished job of the journal (one tenant, or all for the admin
+ * key without X-Tenant) back into Redis.
+ */
+static void
+restore_all(struct api_req *req, const char *tenant, const char *flag)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct restore_ctx rc;
+	struct jrnl_scan sc;
+	enum jrnl_err e;
+
+	memset(&rc, 0, sizeof(rc));
+	rc.sched = ctx->sched;
+	rc.now_ms = clock_wall_ms();
+	if (api_query_bool(req, flag, 1, &rc.expired) == -1 ||
+	    api_need_journal(req, "restoring jobs") == -1)
+		return;
+	memset(&sc, 0, sizeof(sc));
+	sc.tenant = tenant;
+	sc.limit = RESTORE_PAGE;
+	for (;;) {
+		rc.seen = 0;
+		e = jrnl_scan_unfinished(ctx->jrnl, &sc, restore_one, &rc);
+		if (e != JRNL_OK) {
+			api_error(req, 503, "journal_unavailable", NULL,
+			    "the journal cannot be read now: %s",
+			    jrnl_strerror(e));
+			return;
+		}
+		if (rc.seen < RESTORE_PAGE)
+			break;
+		sc.after_tenant = rc.last_tenant;
+		sc.after_id = rc.last_id;
+	}
+	/* Everything is back: Redis holds a complete picture again. */
+	if (tenant == NULL && rc.failed == 0)
+		sched_mark_schema(ctx->sched);
+	log_info("api: restore%s%s: %lld restored, %lld present, %lld "
+	    "skipped, %lld failed", tenant ? " of " : "", tenant ? tenant : "",
+	    (long long)rc.restored, (long long)rc.present,
+	    (long long)rc.skipped, (long long)rc.failed);
+	api_reply_json(req, 200, restore_json(&rc));
+}
+
+static void
+restore_id(struct api_req *req, const char *id)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct restore_ctx rc;
+	enum jrnl_err e;
+	json_object *o;
+
+	memset(&rc, 0, sizeof(rc));
+	rc.sched = ctx->sched;
+	rc.now_ms = clock_wall_ms();
+	rc.expired = 1;
+	if (api_check_job_id(req, id) == -1 ||
+	    api_need_journal(req, "restoring a job") == -1)
+		return;
+	e = jrnl_get_job(ctx->jrnl, req->tenant, id, restore_one, &rc);
+	if (e == JRNL_ENOTFOUND) {
+		api_error(req, 404, "job_not_found", "id",
+		    "the journal has no such job");
+		return;
+	}
+	if (e != JRNL_OK) {
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the journal cannot be read now: %s", jrnl_strerror(e));
+		return;
+	}
+	o = restore_json(&rc);
+	json_object_object_add(o, "id", json_object_new_string(id));
+	api_reply_json(req, 200, o);
+}
+
+/*
+ * Recovery takes the admin key without X-Tenant (every tenant) as well as
+ * a tenant's key: those routes are declared open and authenticate here.
+ */
+static int
+restore_begin(struct api_req *req, const char **tenant)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+
+	*tenant = NULL;
+	if (api_header(req, "X-Tenant") == NULL &&
+	    api_is_admin_request(req)) {
+		req->admin = 1;
+		return 0;
+	}
+	if (api_authenticate(req, API_AUTH_TENANT, ctx) == -1) {
+		if (!req->answered)
+			api_error(req, 401, "unauthorized", NULL,
+			    "missing or invalid API key");
+		return -1;
+	}
+	*tenant = req->tenant;
+	return 0;
+}
+
+static void
+v1_restore(struct api_req *req)
+{
+	const char *tenant;
+
+	if (restore_begin(req, &tenant) == 0)
+		restore_all(req, tenant, "expired");
+}
+
+static void
+v1_restore_id(struct api_req *req)
+{
+	restore_id(req, req->param[0]);
+}
+
+static void
+orig_restore(struct api_req *req)
+{
+	const char *tenant;
+
+	if (restore_begin(req, &tenant) == 0)
+		restore_all(req, tenant, "expire");
+}
+
+static void
+orig_restore_id(struct api_req *req)
+{
+	restore_id(req, req->param[0]);
+}
+
+const struct api_route api_routes_original[] = {
+	{ "POST", "/push", API_AUTH_TENANT, push,
+	    "original: push a job" },
+	{ "GET", "/delete", API_AUTH_TENANT, delete,
+	    "original: cancel a job" },
+	{ "GET", "/restore", API_AUTH_NONE, orig_restore,
+	    "original: restore unfinished jobs from the journal" },
+	{ "GET", "/restore/{id}", API_AUTH_TENANT, orig_restore_id,
+	    "original: restore one job from the journal" },
+	{ "GET", "/get/{topic}", API_AUTH_TENANT, get,
+	    "original: long-poll reserve" },
+	{ "GET", "/finish", API_AUTH_TENANT, finish,
+	    "original: ack a reserved job" },
+	{ "POST", "/v1/restore", API_AUTH_NONE, v1_restore,
+	    "restore unfinished jobs from the journal" },
+	{ "POST", "/v1/jobs/{id}/restore", API_AUTH_TENANT, v1_restore_id,
+	    "restore one job from the journal" },
+	{ NULL, NULL, 0, NULL, NULL },
+};

@@ -1,0 +1,634 @@
+/*
+ * pull.c - pull consumers: the reserve long-poll, ack and nack with the
+ * reservation's fencing token.
+ *
+ * Key decisions:
+ *  - A waiting consumer holds no thread: its connection is suspended
+ *    (api_suspend) and its struct waiter sits in the list of its (tenant,
+ *    topic) and in one min-heap of deadlines.  Three things resume it: the
+ *    scheduler's `ready` hook (api_pull_notify), its deadline, and a probe
+ *    once a second per topic that has waiters, so a lost notification
+ *    delays a consumer by at most a second and never strands it.
+ *  - A notification wakes one waiter, the oldest; a waiter that gets a job
+ *    wakes the next, so a burst of ready jobs drains through a chain of
+ *    consumers without waking 10,000 of them for one job.
+ *  - A waiter reads its list's generation before it asks Redis and compares
+ *    after it parked: a notification in between resumes it at once, so the
+ *    window between "nothing ready" and "parked" loses nothing.
+ *  - One thread serves every deadline: it sleeps until the earliest one or
+ *    the next probe, whichever comes first.
+ *
+ * Lock order: pull_lock, then the HTTP server's lock (api_resume).  A
+ * waiter is touched by other threads only while it is linked, and it is
+ * linked only under pull_lock; resuming unlinks it first.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+#include "api/internal.h"
+#include "api/validate.h"
+#include "conf.h"
+#include "scheduler/registry.h"
+#include "scheduler/sched.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define PULL_BUCKETS		1024
+#define PULL_PROBE_US		1000000
+#define PULL_WAIT_DEFAULT_MS	30000
+#define PULL_TOKEN_MAX		64
+
+struct waiter;
+
+struct wlist {
+	struct wlist	*next;		/* hash chain */
+	char		*key;		/* tenant "\n" topic */
+	struct waiter	*head, *tail;
+	uint64_t	 gen;		/* bumped by every notification */
+	int		 refs;		/* waiters that point here */
+};
+
+struct waiter {
+	struct api_req	*req;
+	struct wlist	*list;
+	struct waiter	*prev, *next;	/* in list, while linked */
+	size_t		 heap_idx;	/* in the heap, while linked */
+	int		 linked;
+	int		 timed_out;	/* resumed by its deadline */
+	int64_t		 deadline_mono_us;
+	int64_t		 ttr_ms;
+	int		 original;	/* GET /get/{topic} */
+	char		 topic[API_TOPIC_MAX + 1];
+};
+
+static pthread_mutex_t pull_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pull_cond;
+static pthread_t pull_thr;
+static int pull_started, pull_stopping;
+static struct wlist *pull_table[PULL_BUCKETS];
+static struct waiter **heap;
+static size_t heap_len, heap_cap;
+
+/* ------------------------------------------------------------------ */
+/* The deadline heap (pull_lock held) */
+
+static int
+heap_less(size_t a, size_t b)
+{
+	return heap[a]->deadline_mono_us < heap[b]->deadline_mono_us;
+}
+
+static void
+heap_swap(size_t a, size_t b)
+{
+	struct waiter *t = heap[a];
+
+	heap[a] = heap[b];
+	heap[b] = t;
+	heap[a]->heap_idx = a;
+	heap[b]->heap_idx = b;
+}
+
+static void
+heap_up(size_t i)
+{
+	while (i > 0 && heap_less(i, (i - 1) / 2)) {
+		heap_swap(i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void
+heap_down(size_t i)
+{
+	size_t l, r, m;
+
+	for (;;) {
+		l = 2 * i + 1;
+		r = l + 1;
+		m = i;
+		if (l < heap_len && heap_less(l, m))
+			m = l;
+		if (r < heap_len && heap_less(r, m))
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(i, m);
+		i = m;
+	}
+}
+
+static void
+heap_push(struct waiter *w)
+{
+	if (heap_len == heap_cap) {
+		heap_cap = heap_cap ? heap_cap * 2 : 64;
+		heap = xreallocarray(heap, heap_cap, sizeof(*heap));
+	}
+	heap[heap_len] = w;
+	w->heap_idx = heap_len++;
+	heap_up(w->heap_idx);
+}
+
+static void
+heap_remove(struct waiter *w)
+{
+	size_t i = w->heap_idx;
+
+	heap_len--;
+	if (i != heap_len) {
+		heap[i] = heap[heap_len];
+		heap[i]->heap_idx = i;
+		heap_down(i);
+		heap_up(i);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Lists per (tenant, topic) (pull_lock held) */
+
+static uint32_t
+key_hash(const char *tenant, const char *topic)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = tenant; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ '\n') * 16777619u;
+	for (p = topic; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+static struct wlist *
+wlist_find(const char *tenant, const char *topic, int create)
+{
+	uint32_t b = key_hash(tenant, topic) % PULL_BUCKETS;
+	size_t tl = strlen(tenant);
+	struct wlist *l;
+
+	for (l = pull_table[b]; l != NULL; l = l->next)
+		if (strncmp(l->key, tenant, tl) == 0 && l->key[tl] == '\n' &&
+		    strcmp(l->key + tl + 1, topic) == 0)
+			return l;
+	if (!create)
+		return NULL;
+	l = xcalloc(1, sizeof(*l));
+	l->key = xasprintf("%s\n%s", tenant, topic);
+	l->next = pull_table[b];
+	pull_table[b] = l;
+	return l;
+}
+
+static void
+wlist_unref(struct wlist *l)
+{
+	struct wlist **pp;
+	const char *nl;
+	char tenant[REG_TENANT_MAX + 1];
+	uint32_t b;
+
+	if (--l->refs > 0)
+		return;
+	nl = strchr(l->key, '\n');
+	snprintf(tenant, sizeof(tenant), "%.*s", (int)(nl - l->key), l->key);
+	b = key_hash(tenant, nl + 1) % PULL_BUCKETS;
+	for (pp = &pull_table[b]; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	free(l->key);
+	free(l);
+}
+
+static void
+waiter_link(struct waiter *w)
+{
+	struct wlist *l = w->list;
+
+	w->next = NULL;
+	w->prev = l->tail;
+	if (l->tail != NULL)
+		l->tail->next = w;
+	else
+		l->head = w;
+	l->tail = w;
+	w->linked = 1;
+	heap_push(w);
+}
+
+static void
+waiter_unlink(struct waiter *w)
+{
+	struct wlist *l = w->list;
+
+	if (!w->linked)
+		return;
+	if (w->prev != NULL)
+		w->prev->next = w->next;
+	else
+		l->head = w->next;
+	if (w->next != NULL)
+		w->next->prev = w->prev;
+	else
+		l->tail = w->prev;
+	w->prev = w->next = NULL;
+	w->linked = 0;
+	heap_remove(w);
+}
+
+/* Resume w (linked) to try again or, with timed_out, to end its wait. */
+static void
+waiter_wake(struct waiter *w, int timed_out)
+{
+	waiter_unlink(w);
+	w->timed_out = timed_out;
+	api_resume(w->req);
+}
+
+static void
+waiter_free(void *p)
+{
+	struct waiter *w = p;
+
+	pthread_mutex_lock(&pull_lock);
+	waiter_unlink(w);
+	if (w->list != NULL)
+		wlist_unref(w->list);
+	pthread_mutex_unlock(&pull_lock);
+	free(w);
+}
+
+/* ------------------------------------------------------------------ */
+/* The deadline thread */
+
+static struct timespec
+ts_after_us(int64_t us)
+{
+	struct timespec ts;
+
+	/* The condition variable's own clock: only for the timed wait. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(us / 1000000);
+	ts.tv_nsec += (long)(us % 1000000) * 1000;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+static void
+probe_all_locked(void)
+{
+	struct wlist *l;
+	size_t b;
+
+	for (b = 0; b < PULL_BUCKETS; b++)
+		for (l = pull_table[b]; l != NULL; l = l->next)
+			if (l->head != NULL)
+				waiter_wake(l->head, 0);
+}
+
+static void *
+pull_main(void *arg)
+{
+	struct timespec ts, probe_ts;
+	int64_t now, sleep_us;
+	int rc;
+
+	(void)arg;
+	pthread_mutex_lock(&pull_lock);
+	probe_ts = ts_after_us(PULL_PROBE_US);
+	while (!pull_stopping) {
+		now = clock_mono_us();
+		while (heap_len > 0 && heap[0]->deadline_mono_us <= now)
+			waiter_wake(heap[0], 1);
+		sleep_us = PULL_PROBE_US;
+		if (heap_len > 0 && heap[0]->deadline_mono_us - now < sleep_us)
+			sleep_us = heap[0]->deadline_mono_us - now;
+		ts = ts_after_us(sleep_us);
+		if (ts.tv_sec > probe_ts.tv_sec || (ts.tv_sec ==
+		    probe_ts.tv_sec && ts.tv_nsec > probe_ts.tv_nsec))
+			ts = probe_ts;
+		rc = pthread_cond_timedwait(&pull_cond, &pull_lock, &ts);
+		if (rc == ETIMEDOUT) {
+			ts = ts_after_us(0);
+			if (ts.tv_sec > probe_ts.tv_sec || (ts.tv_sec ==
+			    probe_ts.tv_sec && ts.tv_nsec >= probe_ts.tv_nsec)) {
+				probe_all_locked();
+				probe_ts = ts_after_us(PULL_PROBE_US);
+			}
+		}
+	}
+	pthread_mutex_unlock(&pull_lock);
+	return NULL;
+}
+
+/* pull_lock held. */
+static int
+start_locked(void)
+{
+	pthread_condattr_t ca;
+
+	if (pull_started)
+		return 0;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&pull_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pull_stopping = 0;
+	if (pthread_create(&pull_thr, NULL, pull_main, NULL) != 0) {
+		log_warn("pull: cannot start the deadline thread");
+		pthread_cond_destroy(&pull_cond);
+		return -1;
+	}
+	pull_started = 1;
+	return 0;
+}
+
+int
+api_pull_start(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&pull_lock);
+	rc = start_locked();
+	pthread_mutex_unlock(&pull_lock);
+	return rc;
+}
+
+void
+api_pull_stop(void)
+{
+	pthread_mutex_lock(&pull_lock);
+	if (!pull_started) {
+		pthread_mutex_unlock(&pull_lock);
+		return;
+	}
+	pull_stopping = 1;
+	pthread_cond_signal(&pull_cond);
+	pthread_mutex_unlock(&pull_lock);
+	pthread_join(pull_thr, NULL);
+	pthread_mutex_lock(&pull_lock);
+	pthread_cond_destroy(&pull_cond);
+	pull_started = 0;
+	pthread_mutex_unlock(&pull_lock);
+}
+
+void
+api_pull_kick(void)
+{
+	pthread_mutex_lock(&pull_lock);
+	if (pull_started)
+		pthread_cond_signal(&pull_cond);
+	pthread_mutex_unlock(&pull_lock);
+}
+
+void
+api_pull_notify(const char *tenant, const char *topic)
+{
+	struct wlist *l;
+
+	pthread_mutex_lock(&pull_lock);
+	if ((l = wlist_find(tenant, topic, 0)) != NULL) {
+		l->gen++;
+		if (l->head != NULL)
+			waiter_wake(l->head, 0);
+	}
+	pthread_mutex_unlock(&pull_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Handlers */
+
+static json_object *
+reserved_json(const struct sched_job *job, int64_t ttr_ms)
+{
+	json_object *o = api_job_json(job, 0);
+
+	json_object_object_add(o, "token", json_object_new_string(job->token));
+	json_object_object_add(o, "attempt",
+	    json_object_new_int(job->attempts + 1));
+	json_object_object_add(o, "ttr_ms", json_object_new_int64(
+	    job->ttr_ms > 0 ? job->ttr_ms : ttr_ms));
+	json_object_object_add(o, "deadline_ms",
+	    json_object_new_int64(job->deadline_ms));
+	return o;
+}
+
+/* First call: validate and make the waiter.  0, or -1 after answering. */
+static int
+reserve_begin(struct api_req *req, const char *topic, int original)
+{
+	struct registry_topic *t = NULL;
+	struct waiter *w;
+	int64_t maxw = CONF_GET(limit_max_wait_ms), wait_ms;
+	int64_t dflt = PULL_WAIT_DEFAULT_MS < maxw ? PULL_WAIT_DEFAULT_MS :
+	    maxw;
+
+	if (api_topic_load(req, topic, &t) == -1)
+		return -1;
+	if (t->mode != REG_MODE_PULL) {
+		registry_topic_free(t);
+		api_error(req, 409, "wrong_mode", "topic",
+		    "%s is a push topic: its jobs go to its callback_url",
+		    topic);
+		return -1;
+	}
+	if (api_query_int(req, "wait_ms", 0, maxw, dflt, &wait_ms) == -1) {
+		registry_topic_free(t);
+		return -1;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->req = req;
+	w->ttr_ms = t->ttr_ms;
+	w->original = original;
+	w->deadline_mono_us = clock_mono_us() + wait_ms * 1000;
+	snprintf(w->topic, sizeof(w->topic), "%s", t->name);
+	registry_topic_free(t);
+	pthread_mutex_lock(&pull_lock);
+	w->list = wlist_find(req->tenant, w->topic, 1);
+	w->list->refs++;
+	pthread_mutex_unlock(&pull_lock);
+	req->state = w;
+	req->free_state = waiter_free;
+	return 0;
+}
+
+void
+api_pull_reserve(struct api_req *req, const char *topic, int original)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_job *job = NULL;
+	struct waiter *w;
+	enum sched_err e;
+	uint64_t gen;
+	int stale;
+
+	if (req->state == NULL && reserve_begin(req, topic, original) == -1)
+		return;
+	w = req->state;
+	pthread_mutex_lock(&pull_lock);
+	gen = w->list->gen;
+	pthread_mutex_unlock(&pull_lock);
+
+	e = sched_reserve(ctx->sched, req->tenant, w->topic, w->ttr_ms, &job);
+	if (e == SCHED_OK) {
+		api_reply_json(req, 200, reserved_json(job, w->ttr_ms));
+		sched_job_free(job);
+		/* There may be more: pass the word on. */
+		pthread_mutex_lock(&pull_lock);
+		if (w->list->head != NULL)
+			waiter_wake(w->list->head, 0);
+		pthread_mutex_unlock(&pull_lock);
+		return;
+	}
+	if (e != SCHED_ENOTFOUND) {
+		api_sched_error(req, e, "topic");
+		return;
+	}
+	if (w->timed_out || clock_mono_us() >= w->deadline_mono_us) {
+		api_reply_empty(req, 204);
+		return;
+	}
+
+	/* Park: suspend first, then publish the request to other threads. */
+	api_suspend(req);
+	pthread_mutex_lock(&pull_lock);
+	if (start_locked() == -1) {
+		pthread_mutex_unlock(&pull_lock);
+		api_resume(req);
+		w->timed_out = 1;
+		return;
+	}
+	stale = w->list->gen != gen;
+	if (!stale) {
+		waiter_link(w);
+		if (heap[0] == w)
+			pthread_cond_signal(&pull_cond);
+	}
+	pthread_mutex_unlock(&pull_lock);
+	if (stale)
+		api_resume(req);	/* a notification came meanwhile */
+}
+
+static int
+valid_token(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s != '\0'; s++, n++)
+		if (n >= PULL_TOKEN_MAX || !((*s >= 'a' && *s <= 'z') ||
+		    (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		    *s == '-' || *s == '_' || *s == '.' || *s == ':'))
+			return 0;
+	return n > 0;
+}
+
+void
+api_pull_finish(struct api_req *req, const char *id, const char *token,
+    int ack)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct schedule_outcome oc;
+	struct schedule_decision d;
+	json_object *o;
+	enum sched_err e;
+
+	if (api_check_job_id(req, id) == -1)
+		return;
+	if (token == NULL) {
+		api_error(req, 400, "missing_field", "token",
+		    "the reservation's token is required");
+		return;
+	}
+	if (!valid_token(token)) {
+		api_error(req, 400, "invalid_field", "token",
+		    "token must be the one reserve answered");
+		return;
+	}
+	memset(&oc, 0, sizeof(oc));
+	memset(&d, 0, sizeof(d));
+	oc.kind = ack ? SCHEDULE_OK : SCHEDULE_NACK;
+	oc.retry_after_ms = -1;
+	e = sched_report(ctx->sched, req->tenant, id, token, &oc, NULL, &d);
+	if (e == SCHED_ECONFLICT) {
+		api_error(req, 409, "job_not_reserved", NULL,
+		    "the job is not reserved");
+		return;
+	}
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
+		return;
+	}
+	if (d.verdict != SCHEDULE_RETRY)
+		api_quota_refund(req->tenant, 1);
+	o = json_object_new_object();
+	json_object_object_add(o, "id", json_object_new_string(id));
+	json_object_object_add(o, "state", json_object_new_string(
+	    d.verdict == SCHEDULE_DONE ? "delivered" :
+	    d.verdict == SCHEDULE_RETRY ? "retrying" : "dead"));
+	if (d.verdict == SCHEDULE_RETRY)
+		json_object_object_add(o, "next_attempt_ms",
+		    json_object_new_int64(d.next_ms));
+	api_reply_json(req, 200, o);
+}
+
+static void
+reserve(struct api_req *req)
+{
+	api_pull_reserve(req, req->param[0], 0);
+}
+
+static void
+finish(struct api_req *req, int ack)
+{
+	static const char *const allowed[] = { "token", NULL };
+	json_object *body = NULL;
+	const char *token = NULL;
+
+	if (api_check_job_id(req, req->param[0]) == -1 ||
+	    api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, allowed, "") == -1 ||
+	    api_json_string(req, body, "token", "token", PULL_TOKEN_MAX,
+	    &token, NULL) == -1)
+		goto out;
+	api_pull_finish(req, req->param[0], token, ack);
+out:
+	json_object_put(body);
+}
+
+static void
+ack(struct api_req *req)
+{
+	finish(req, 1);
+}
+
+static void
+nack(struct api_req *req)
+{
+	finish(req, 0);
+}
+
+const struct api_route api_routes_pull[] = {
+	{ "GET", "/v1/topics/{topic}/reserve", API_AUTH_TENANT, reserve,
+	    "long-poll for a ready job of a pull topic" },
+	{ "POST", "/v1/jobs/{id}/ack", API_AUTH_TENANT, ack,
+	    "finish a reserved job" },
+	{ "POST", "/v1/jobs/{id}/nack", API_AUTH_TENANT, nack,
+	    "fail a reserved job's attempt" },
+	{ NULL, NULL, 0, NULL, NULL },
+};

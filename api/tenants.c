@@ -1,0 +1,376 @@
+/*
+ * tenants.c - the admin API: tenants and their keys (admin key only).
+ *
+ * Key decisions: a key is shown once, in the answer that creates it; only its
+ * hash is stored (scheduler/registry.c).  Creating a tenant issues its first
+ * key, so a new tenant can work at once.  A tenant (or, in topics.c, a topic)
+ * that still has unfinished jobs is not deleted unless the admin says
+ * ?force=true, so a slip of the hand does not orphan accepted jobs.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+#include "api/internal.h"
+#include "api/validate.h"
+#include "conf.h"
+#include "scheduler/registry.h"
+#include "scheduler/sched.h"
+#include "util/clock.h"
+
+#define MAX_PENDING_LIMIT	INT64_C(1000000000000)
+
+static json_object *
+counts_json(const int64_t counts[SCHED_NSTATES])
+{
+	json_object *o = json_object_new_object();
+	int i;
+
+	for (i = 0; i < SCHED_NSTATES; i++)
+		json_object_object_add(o, sched_state_name((enum sched_state)i),
+		    json_object_new_int64(counts[i]));
+	return o;
+}
+
+static json_object *
+tenant_json(const struct registry_tenant *t)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "name", json_object_new_string(t->name));
+	json_object_object_add(o, "created_ms",
+	    json_object_new_int64(t->created_ms));
+	json_object_object_add(o, "max_pending", json_object_new_int64(
+	    t->max_pending > 0 ? t->max_pending :
+	    CONF_GET(limit_max_pending)));
+	json_object_object_add(o, "max_pending_override", t->max_pending > 0 ?
+	    json_object_new_int64(t->max_pending) : NULL);
+	json_object_object_add(o, "keys", json_object_new_int(t->nkeys));
+	return o;
+}
+
+static json_object *
+key_json(const char *key_id, int64_t created_ms, const char *api_key)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "key_id", json_object_new_string(key_id));
+	if (api_key != NULL)
+		json_object_object_add(o, "api_key",
+		    json_object_new_string(api_key));
+	json_object_object_add(o, "created_ms",
+	    json_object_new_int64(created_ms));
+	return o;
+}
+
+/* The tenant named by the path: 0, or -1 after answering. */
+static int
+load_tenant(struct api_req *req, struct registry_tenant *t)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	enum reg_err e;
+
+	if (api_check_tenant(req, req->param[0], "name") == -1)
+		return -1;
+	if ((e = registry_tenant_get(ctx->reg, req->param[0], t)) != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+tenant_create(struct api_req *req)
+{
+	static const char *const allowed[] = { "name", "max_pending", NULL };
+	struct api_ctx *ctx = api_ctx_of(req);
+	char api_key[REG_API_KEY_LEN + 1], key_id[REG_KEY_ID_MAX + 1];
+	struct registry_tenant t;
+	json_object *body = NULL, *o;
+	const char *name = NULL;
+	int64_t maxp = 0, now = clock_wall_ms();
+	enum reg_err e;
+	int present;
+
+	if (api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, allowed, "") == -1 ||
+	    api_json_string(req, body, "name", "name", 64, &name,
+	    &present) == -1 ||
+	    api_json_int(req, body, "max_pending", "max_pending", 1,
+	    MAX_PENDING_LIMIT, &maxp, NULL) == -1)
+		goto out;
+	if (!present) {
+		api_error(req, 400, "missing_field", "name",
+		    "name is required");
+		goto out;
+	}
+	if (api_check_tenant(req, name, "name") == -1)
+		goto out;
+	e = registry_tenant_create(ctx->reg, name, maxp, now, api_key,
+	    key_id);
+	if (e == REG_EEXISTS) {
+		api_error(req, 409, "tenant_exists", "name",
+		    "a tenant named %s exists already", name);
+		goto out;
+	}
+	if (e != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		goto out;
+	}
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	t.created_ms = now;
+	t.max_pending = maxp;
+	t.nkeys = 1;
+	o = tenant_json(&t);
+	json_object_object_add(o, "key_id", json_object_new_string(key_id));
+	json_object_object_add(o, "api_key", json_object_new_string(api_key));
+	explicit_bzero(api_key, sizeof(api_key));
+	api_reply_json(req, 201, o);
+out:
+	json_object_put(body);
+}
+
+static void
+tenant_list(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_tenant *v;
+	json_object *o, *a;
+	enum reg_err e;
+	size_t i, n;
+
+	if ((e = registry_tenant_list(ctx->reg, &v, &n)) != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		return;
+	}
+	o = json_object_new_object();
+	a = json_object_new_array();
+	for (i = 0; i < n; i++)
+		json_object_array_add(a, tenant_json(&v[i]));
+	json_object_object_add(o, "tenants", a);
+	free(v);
+	api_reply_json(req, 200, o);
+}
+
+static void
+tenant_reply(struct api_req *req, const struct registry_tenant *t)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_key *keys = NULL;
+	int64_t counts[SCHED_NSTATES];
+	json_object *o, *a;
+	enum reg_err e;
+	size_t i, n = 0;
+
+	if ((e = registry_key_list(ctx->reg, t->name, &keys, &n)) != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		return;
+	}
+	o = tenant_json(t);
+	a = json_object_new_array();
+	for (i = 0; i < n; i++)
+		json_object_array_add(a, key_json(keys[i].key_id,
+		    keys[i].created_ms, NULL));
+	json_object_object_add(o, "keys", a);
+	free(keys);
+	if (ctx->sched != NULL &&
+	    sched_counts(ctx->sched, t->name, NULL, counts) == SCHED_OK)
+		json_object_object_add(o, "counts", counts_json(counts));
+	api_reply_json(req, 200, o);
+}
+
+static void
+tenant_get(struct api_req *req)
+{
+	struct registry_tenant t;
+
+	if (load_tenant(req, &t) == 0)
+		tenant_reply(req, &t);
+}
+
+static void
+tenant_patch(struct api_req *req)
+{
+	static const char *const allowed[] = { "max_pending", NULL };
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_tenant t;
+	json_object *body = NULL;
+	int64_t maxp = 0;
+	enum reg_err e;
+	int present;
+
+	if (load_tenant(req, &t) == -1 || api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, allowed, "") == -1 ||
+	    api_json_int(req, body, "max_pending", "max_pending", 1,
+	    MAX_PENDING_LIMIT, &maxp, &present) == -1)
+		goto out;
+	/* Absent or null: back to the configured default. */
+	if (!present)
+		maxp = 0;
+	e = registry_tenant_set_max_pending(ctx->reg, t.name, maxp);
+	if (e == REG_OK)
+		e = registry_tenant_get(ctx->reg, t.name, &t);
+	if (e != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		goto out;
+	}
+	tenant_reply(req, &t);
+out:
+	json_object_put(body);
+}
+
+/* 0 when the tenant (topic NULL) or topic has no unfinished job. */
+int
+api_unfinished_guard(struct api_req *req, const char *tenant,
+    const char *topic)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	int64_t counts[SCHED_NSTATES], n;
+	enum sched_err e;
+	int force;
+
+	if (api_query_bool(req, "force", 0, &force) == -1)
+		return -1;
+	if (force || ctx->sched == NULL)
+		return 0;
+	if ((e = sched_counts(ctx->sched, tenant, topic, counts)) !=
+	    SCHED_OK) {
+		api_sched_error(req, e, topic != NULL ? "topic" : "tenant");
+		return -1;
+	}
+	n = counts[SCHED_SCHEDULED] + counts[SCHED_READY] +
+	    counts[SCHED_IN_FLIGHT] + counts[SCHED_RETRYING];
+	if (n == 0)
+		return 0;
+	api_error(req, 409, topic != NULL ? "topic_not_empty" :
+	    "tenant_not_empty", NULL, "%lld unfinished job(s): cancel them "
+	    "first, or add ?force=true to delete anyway (their callbacks "
+	    "then stop)", (long long)n);
+	return -1;
+}
+
+static void
+tenant_delete(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_tenant t;
+	enum reg_err e;
+
+	if (load_tenant(req, &t) == -1 ||
+	    api_unfinished_guard(req, t.name, NULL) == -1)
+		return;
+	if ((e = registry_tenant_delete(ctx->reg, t.name)) != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		return;
+	}
+	api_reply_empty(req, 204);
+}
+
+static void
+key_create(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	char api_key[REG_API_KEY_LEN + 1], key_id[REG_KEY_ID_MAX + 1];
+	struct registry_tenant t;
+	int64_t now = clock_wall_ms();
+	enum reg_err e;
+
+	if (load_tenant(req, &t) == -1)
+		return;
+	/* A body is optional; when given it must be a JSON object. */
+	if (req->body.len > 0) {
+		json_object *body;
+
+		if (api_body_json(req, &body) == -1)
+			return;
+		if (json_object_object_length(body) > 0) {
+			static const char *const none[] = { NULL };
+
+			api_json_only(req, body, none, "");
+			json_object_put(body);
+			return;
+		}
+		json_object_put(body);
+	}
+	e = registry_key_create(ctx->reg, t.name, now, api_key, key_id);
+	if (e != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		return;
+	}
+	api_reply_json(req, 201, key_json(key_id, now, api_key));
+	explicit_bzero(api_key, sizeof(api_key));
+}
+
+static void
+key_list(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_tenant t;
+	struct registry_key *keys;
+	json_object *o, *a;
+	enum reg_err e;
+	size_t i, n;
+
+	if (load_tenant(req, &t) == -1)
+		return;
+	if ((e = registry_key_list(ctx->reg, t.name, &keys, &n)) != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		return;
+	}
+	o = json_object_new_object();
+	a = json_object_new_array();
+	for (i = 0; i < n; i++)
+		json_object_array_add(a, key_json(keys[i].key_id,
+		    keys[i].created_ms, NULL));
+	json_object_object_add(o, "keys", a);
+	free(keys);
+	api_reply_json(req, 200, o);
+}
+
+static void
+key_revoke(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct registry_tenant t;
+	enum reg_err e;
+
+	if (load_tenant(req, &t) == -1)
+		return;
+	if (!api_valid_key_id(req->param[1])) {
+		api_error(req, 400, "invalid_id", "key_id",
+		    "a key id is 1 to 32 of a-z 0-9");
+		return;
+	}
+	e = registry_key_revoke(ctx->reg, t.name, req->param[1]);
+	if (e != REG_OK) {
+		api_reg_error(req, e, "key");
+		return;
+	}
+	api_reply_empty(req, 204);
+}
+
+const struct api_route api_routes_tenants[] = {
+	{ "POST", "/v1/tenants", API_AUTH_ADMIN, tenant_create,
+	    "create a tenant and its first key" },
+	{ "GET", "/v1/tenants", API_AUTH_ADMIN, tenant_list,
+	    "list tenants" },
+	{ "GET", "/v1/tenants/{name}", API_AUTH_ADMIN, tenant_get,
+	    "a tenant with its keys and job counts" },
+	{ "PATCH", "/v1/tenants/{name}", API_AUTH_ADMIN, tenant_patch,
+	    "set a tenant's quota" },
+	{ "DELETE", "/v1/tenants/{name}", API_AUTH_ADMIN, tenant_delete,
+	    "delete a tenant" },
+	{ "POST", "/v1/tenants/{name}/keys", API_AUTH_ADMIN, key_create,
+	    "issue a new key (rotation)" },
+	{ "GET", "/v1/tenants/{name}/keys", API_AUTH_ADMIN, key_list,
+	    "list a tenant's keys (ids only)" },
+	{ "DELETE", "/v1/tenants/{name}/keys/{key_id}", API_AUTH_ADMIN,
+	    key_revoke, "revoke a key" },
+	{ NULL, NULL, 0, NULL, NULL },
+};
