@@ -8,6 +8,10 @@
 #                                 brings the same data back on the same port)
 #   tests/mariadb.sh destroy DIR  stop and remove DIR
 #
+# With MARIADB_SH_OWNER=PID in the environment, start also leaves a watcher
+# that destroys DIR once process PID is gone, so a test that crashes does
+# not leave a server behind.
+#
 # Key decision: everything lives in DIR and the server reads no option file
 # (--no-defaults), so it never touches a system MariaDB, and a second start of
 # the same DIR reuses its port: a test can stop the server to see the journal
@@ -97,6 +101,24 @@ do_stop() {
 	rm -f "$dir/pid"
 }
 
+# Once per DIR: destroy it when $MARIADB_SH_OWNER exits.
+start_watcher() {
+	owner=${MARIADB_SH_OWNER:-}
+	[ -n "$owner" ] || return 0
+	if [ -f "$1/watcher" ] && kill -0 "$(cat "$1/watcher")" 2>/dev/null
+	then
+		return 0
+	fi
+	(
+		trap '' HUP
+		while kill -0 "$owner" 2>/dev/null && [ -d "$1" ]; do
+			sleep 1
+		done
+		[ -d "$1" ] && do_stop "$1" && rm -rf "$1"
+	) </dev/null >/dev/null 2>&1 &
+	echo $! >"$1/watcher"
+}
+
 do_start() {
 	dir=$1
 	mkdir -p "$dir"
@@ -154,6 +176,7 @@ do_start() {
 		done
 	fi
 	port=$(cat "$dir/port")
+	start_watcher "$dir"
 	"$CLIENT" --no-defaults --socket="$dir/sock" -uroot <<EOF ||
 CREATE DATABASE IF NOT EXISTS $DB;
 CREATE USER IF NOT EXISTS '$DBUSER'@'127.0.0.1' IDENTIFIED BY '$DBPASS';

@@ -90,7 +90,7 @@ find_script(char *out, size_t outlen)
 static int
 run_script(struct tb *b, const char *cmd, char *out, size_t outlen)
 {
-	char script[1024];
+	char script[1024], owner[32];
 	int fds[2], status;
 	size_t n = 0;
 	ssize_t r;
@@ -101,6 +101,7 @@ run_script(struct tb *b, const char *cmd, char *out, size_t outlen)
 		    "(set RETRYD_SRCDIR)");
 		return -1;
 	}
+	snprintf(owner, sizeof(owner), "%ld", (long)getpid());
 	if (pipe(fds) != 0)
 		return -1;
 	if ((pid = fork()) < 0) {
@@ -109,6 +110,8 @@ run_script(struct tb *b, const char *cmd, char *out, size_t outlen)
 		return -1;
 	}
 	if (pid == 0) {
+		/* A crash of this test must not leave the server running. */
+		setenv("MARIADB_SH_OWNER", owner, 1);
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		close(fds[1]);
