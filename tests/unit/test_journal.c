@@ -1322,6 +1322,21 @@ main(void)
 		ONE(test_refused_row, mysql),		/* VARBINARY limits */
 		ONE(test_outage_server, mysql),		/* a real stop */
 	};
+	struct CMUnitTest run[NELEM(tests)];
+	size_t i, n = 0;
 
-	return cmocka_run_group_tests(tests, NULL, group_teardown);
+	/*
+	 * Without mariadbd the MySQL cases are left out with a SKIP line:
+	 * cmocka's TAP for skip() is "not ok # SKIP", which automake's TAP
+	 * driver counts as a failure.  A server that is installed but will
+	 * not start fails its cases instead, with the reason.
+	 */
+	tbm_setup(&mysql_b);
+	if (mysql_b.skip)
+		printf("# SKIP mysql cases: %s\n", mysql_b.why);
+	for (i = 0; i < NELEM(tests); i++)
+		if (!mysql_b.skip || tests[i].initial_state != &mysql_b)
+			run[n++] = tests[i];
+	return _cmocka_run_group_tests("test_journal", run, n, NULL,
+	    group_teardown);
 }
