@@ -11,6 +11,7 @@ if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_journal
 TESTS += tests/unit/test_journal
 tests_unit_test_journal_SOURCES = tests/unit/test_journal.c \
+	tests/unit/test_journal_fixture.c tests/unit/test_journal_outage.c \
 	tests/unit/test_journal_mysql.c tests/unit/test_journal.h
 tests_unit_test_journal_CFLAGS = $(AM_CFLAGS) $(SQLITE_CFLAGS) \
 	$(MARIADB_CFLAGS) $(CMOCKA_CFLAGS)

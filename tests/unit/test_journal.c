@@ -1,19 +1,17 @@
 /*
  * test_journal.c - unit tests for journal/: URLs, schema versions, job round
  * trips, group commit, transitions, listing, restore scans, tenants/keys/
- * topics, retention, and the database going away and coming back, each
- * against SQLite and against MySQL/MariaDB.
+ * topics and retention, each against SQLite and against MySQL/MariaDB;
+ * the outage cases are in test_journal_outage.c, the fixture in
+ * test_journal_fixture.c, the private MariaDB in test_journal_mysql.c.
  *
  * Key decision: no test sleeps to let time pass.  Batches are forced with
  * jrnl_flush() and jrnl_purge(); "old" rows are planted with timestamps in
  * the past rather than waited for; where the journal must notice something
  * by itself (a reconnect), the test polls a condition against a deadline.
- * SQLite's outage is the journal's test hook (a file cannot be made to
- * vanish for root); MySQL's is also a real server stop and start.
  */
 #include "config.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,11 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
-#include <sqlite3.h>
 
 #include "journal/internal.h"
 #include "journal/journal.h"
@@ -34,279 +29,6 @@
 #include "util/clock.h"
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
-
-static struct tb sqlite_b = { .name = "sqlite" };
-static struct tb mysql_b = { .name = "mysql", .is_mysql = 1 };
-
-/* ---- backends ----------------------------------------------------------- */
-
-static int
-sq_exec_file(struct tb *b, const char *sql, int64_t *out)
-{
-	char path[600];
-	sqlite3_stmt *st = NULL;
-	sqlite3 *db = NULL;
-	int rc = -1;
-
-	snprintf(path, sizeof(path), "%s/journal.db", b->dir);
-	if (sqlite3_open(path, &db) != SQLITE_OK)
-		goto out;
-	if (out == NULL) {
-		rc = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ?
-		    0 : -1;
-		goto out;
-	}
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	*out = -1;
-	if (sqlite3_step(st) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) != SQLITE_NULL)
-		*out = sqlite3_column_int64(st, 0);
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return rc;
-}
-
-static int
-tb_exec(struct tb *b, const char *sql)
-{
-	return b->is_mysql ? tbm_exec(b, sql) : sq_exec_file(b, sql, NULL);
-}
-
-static int64_t
-tb_int(struct tb *b, const char *sql)
-{
-	int64_t v = -1;
-
-	if (b->is_mysql)
-		return tbm_query_int(b, sql);
-	return sq_exec_file(b, sql, &v) == 0 ? v : -1;
-}
-
-static int
-setup(void **state)
-{
-	struct tb *b = *state;
-	const char *tmp = getenv("TMPDIR");
-
-	if (b == NULL)
-		return 0;
-	if (b->is_mysql) {
-		if (!b->tried)
-			tbm_setup(b);
-		if (b->available && tb_exec(b, "DROP TABLE IF EXISTS jobs, "
-		    "transitions, tenants, api_keys, topics, schema_version")
-		    != 0) {
-			snprintf(b->why, sizeof(b->why), "cannot reset the "
-			    "test database");
-			b->available = 0;
-		}
-		return 0;
-	}
-	snprintf(b->dir, sizeof(b->dir), "%s/retryd-jrnl-XXXXXX",
-	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
-	if (mkdtemp(b->dir) == NULL)
-		return -1;
-	snprintf(b->url, sizeof(b->url), "sqlite://%s/journal.db", b->dir);
-	b->available = 1;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	static const char *const files[] = { "journal.db", "journal.db-wal",
-	    "journal.db-shm" };
-	struct tb *b = *state;
-	char path[600];
-	size_t i;
-
-	jrnl_test_set_unavailable(0);
-	if (b == NULL || b->is_mysql)
-		return 0;
-	for (i = 0; i < NELEM(files); i++) {
-		snprintf(path, sizeof(path), "%s/%s", b->dir, files[i]);
-		(void)unlink(path);
-	}
-	(void)rmdir(b->dir);
-	return 0;
-}
-
-static int
-group_teardown(void **state)
-{
-	(void)state;
-	tbm_teardown(&mysql_b);
-	return 0;
-}
-
-/* The backend of this case, or skip/fail when it cannot run. */
-static struct tb *
-begin(void **state)
-{
-	struct tb *b = *state;
-
-	if (!b->available) {
-		if (b->skip) {
-			print_message("# SKIP %s: %s\n", b->name, b->why);
-			skip();
-		}
-		fail_msg("%s backend unavailable: %s", b->name, b->why);
-	}
-	return b;
-}
-
-static struct jrnl_config
-tcfg(struct tb *b, enum jrnl_mode mode)
-{
-	struct jrnl_config c;
-
-	memset(&c, 0, sizeof(c));
-	c.url = b->url;
-	c.mode = mode;
-	c.instance = "test-1";
-	c.host = "testhost";
-	c.timeout_ms = 1000;
-	c.flush_interval_ms = 60000;	/* batches only when flushed */
-	return c;
-}
-
-static struct jrnl *
-topen_cfg(const struct jrnl_config *c)
-{
-	enum jrnl_err e;
-	char why[512] = "";
-	struct jrnl *j;
-
-	j = jrnl_open(c, &e, why, sizeof(why));
-	if (j == NULL)
-		fail_msg("jrnl_open(%s): %s: %s", c->url, jrnl_strerror(e),
-		    why);
-	return j;
-}
-
-static struct jrnl *
-topen(struct tb *b, enum jrnl_mode mode)
-{
-	struct jrnl_config c = tcfg(b, mode);
-
-	return topen_cfg(&c);
-}
-
-static struct jrnl_job
-tjob(const char *tenant, const char *topic, const char *id,
-    const char *state, int64_t at_ms)
-{
-	struct jrnl_job job;
-
-	memset(&job, 0, sizeof(job));
-	job.tenant = tenant;
-	job.topic = topic;
-	job.id = id;
-	job.state = state;
-	job.body = "{}";
-	job.body_len = 2;
-	job.due_ms = at_ms;
-	job.created_ms = at_ms;
-	job.updated_ms = at_ms;
-	return job;
-}
-
-static struct jrnl_transition
-ttrans(const char *tenant, const char *id, const char *from, const char *to,
-    int64_t at_ms, int attempt)
-{
-	struct jrnl_transition t;
-
-	memset(&t, 0, sizeof(t));
-	t.tenant = tenant;
-	t.job_id = id;
-	t.from_state = from;
-	t.to_state = to;
-	t.at_ms = at_ms;
-	t.attempt = attempt;
-	return t;
-}
-
-/* Poll cond until it holds or timeout_ms pass: waiting, not sleeping. */
-static int
-wait_until(int (*cond)(struct jrnl *), struct jrnl *j, int64_t timeout_ms)
-{
-	struct timespec pause = { 0, 20 * 1000 * 1000 };
-	int64_t end = clock_mono_us() + timeout_ms * 1000;
-
-	while (!cond(j)) {
-		if (clock_mono_us() >= end)
-			return 0;
-		nanosleep(&pause, NULL);
-	}
-	return 1;
-}
-
-static int
-is_ready(struct jrnl *j)
-{
-	return jrnl_ready(j, NULL, 0);
-}
-
-static int
-not_ready(struct jrnl *j)
-{
-	return !jrnl_ready(j, NULL, 0);
-}
-
-/* Collecting callbacks. */
-struct ids {
-	char	v[256][48];
-	size_t	n;
-};
-
-static int
-collect_id(const struct jrnl_job *job, void *arg)
-{
-	struct ids *ids = arg;
-
-	if (ids->n < NELEM(ids->v))
-		snprintf(ids->v[ids->n++], sizeof(ids->v[0]), "%s/%s",
-		    job->tenant, job->id);
-	return 0;
-}
-
-struct one_job {
-	int	found;
-	char	state[32];
-	int	attempts;
-	int64_t	updated_ms;
-	int64_t	finished_ms;
-};
-
-static int
-take_job(const struct jrnl_job *job, void *arg)
-{
-	struct one_job *o = arg;
-
-	o->found = 1;
-	snprintf(o->state, sizeof(o->state), "%s", job->state);
-	o->attempts = job->attempts;
-	o->updated_ms = job->updated_ms;
-	o->finished_ms = job->finished_ms;
-	return 0;
-}
-
-static struct one_job
-get_one(struct jrnl *j, const char *tenant, const char *id)
-{
-	struct one_job o;
-	enum jrnl_err e;
-
-	memset(&o, 0, sizeof(o));
-	e = jrnl_get_job(j, tenant, id, take_job, &o);
-	if (e != JRNL_OK && e != JRNL_ENOTFOUND)
-		fail_msg("get %s/%s: %s", tenant, id, jrnl_strerror(e));
-	return o;
-}
 
 /* ---- URLs ---------------------------------------------------------------- */
 
@@ -406,8 +128,8 @@ static void
 test_off(void **state)
 {
 	struct jrnl_config c;
-	struct jrnl_job job = tjob("t", "a", "X1", NULL, 1);
-	struct jrnl_transition t = ttrans("t", "X1", NULL, "ready", 2, 0);
+	struct jrnl_job job = tj_job("t", "a", "X1", NULL, 1);
+	struct jrnl_transition t = tj_trans("t", "X1", NULL, "ready", 2, 0);
 	struct ids ids = { .n = 0 };
 	struct jrnl *j;
 
@@ -415,18 +137,18 @@ test_off(void **state)
 	memset(&c, 0, sizeof(c));
 	c.url = "none";
 	c.mode = JRNL_MODE_SYNC;
-	j = topen_cfg(&c);
+	j = tj_open_cfg(&c);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	jrnl_transition(j, &t);
 	assert_int_equal(jrnl_flush(j), 0);
-	assert_int_equal(jrnl_get_job(j, "t", "X1", collect_id, &ids),
+	assert_int_equal(jrnl_get_job(j, "t", "X1", tj_collect_id, &ids),
 	    JRNL_EOFF);
 	assert_int_equal(jrnl_ready(j, NULL, 0), 1);
 	jrnl_close(j);
 	/* Mode off with a real URL opens nothing. */
 	c.url = "sqlite:///nonexistent-dir/never.db";
 	c.mode = JRNL_MODE_OFF;
-	j = topen_cfg(&c);
+	j = tj_open_cfg(&c);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	jrnl_close(j);
 	jrnl_close(NULL);
@@ -437,19 +159,19 @@ test_off(void **state)
 static void
 test_schema(void **state)
 {
-	struct tb *b = begin(state);
-	struct jrnl_config c = tcfg(b, JRNL_MODE_SYNC);
+	struct tb *b = tj_begin(state);
+	struct jrnl_config c = tj_cfg(b, JRNL_MODE_SYNC);
 	enum jrnl_err e;
 	char why[512];
 	struct jrnl *j;
 
-	jrnl_close(topen(b, JRNL_MODE_SYNC));
-	jrnl_close(topen(b, JRNL_MODE_ASYNC));		/* idempotent */
-	assert_int_equal(tb_int(b, "SELECT MAX(version) FROM schema_version"),
+	jrnl_close(tj_open(b, JRNL_MODE_SYNC));
+	jrnl_close(tj_open(b, JRNL_MODE_ASYNC));		/* idempotent */
+	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
 	    JRNL_SCHEMA_VERSION);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM schema_version"),
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM schema_version"),
 	    JRNL_SCHEMA_VERSION);
-	assert_int_equal(tb_exec(b, "INSERT INTO schema_version (version, "
+	assert_int_equal(tj_exec(b, "INSERT INTO schema_version (version, "
 	    "applied_ms) VALUES (999, 0)"), 0);
 	why[0] = '\0';
 	j = jrnl_open(&c, &e, why, sizeof(why));
@@ -495,7 +217,7 @@ static void
 roundtrip_mode(struct tb *b, enum jrnl_mode mode, const char *id)
 {
 	static char body[3000];
-	struct jrnl_job job = tjob("acme", "orders", id, "scheduled",
+	struct jrnl_job job = tj_job("acme", "orders", id, "scheduled",
 	    1767225600000LL);
 	struct roundtrip rt = { &job, 0 };
 	struct ids ids = { .n = 0 };
@@ -516,7 +238,7 @@ roundtrip_mode(struct tb *b, enum jrnl_mode mode, const char *id)
 	job.ttr_ms = 30000;
 	job.due_ms = 1767225605000LL;
 	job.updated_ms = job.created_ms + 1;
-	j = topen(b, mode);
+	j = tj_open(b, mode);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	assert_int_equal(jrnl_flush(j), 0);
 	assert_int_equal(jrnl_get_job(j, "acme", id, check_job, &rt),
@@ -529,7 +251,7 @@ roundtrip_mode(struct tb *b, enum jrnl_mode mode, const char *id)
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);	/* again */
 	assert_int_equal(jrnl_flush(j), 0);
 	assert_int_equal(jrnl_list_jobs(j, "acme", &(struct jrnl_list){
-	    .topic = "orders" }, collect_id, &ids), JRNL_OK);
+	    .topic = "orders" }, tj_collect_id, &ids), JRNL_OK);
 	assert_true(ids.n >= 1);
 	snprintf(want, sizeof(want), "acme/%s", id);
 	assert_string_equal(ids.v[0], want);	/* newest first */
@@ -539,11 +261,11 @@ roundtrip_mode(struct tb *b, enum jrnl_mode mode, const char *id)
 static void
 test_roundtrip(void **state)
 {
-	struct tb *b = begin(state);
+	struct tb *b = tj_begin(state);
 
 	roundtrip_mode(b, JRNL_MODE_SYNC, "0001SYNC");
 	roundtrip_mode(b, JRNL_MODE_ASYNC, "0002ASYNC");
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 2);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
 }
 
 #define GC_THREADS	8
@@ -565,7 +287,7 @@ gc_thread(void *p)
 
 	for (i = 0; i < GC_PUTS; i++) {
 		snprintf(id, sizeof(id), "G%02d-%05d", a->t, i);
-		job = tjob("gc", "bulk", id, NULL, 1000 + i);
+		job = tj_job("gc", "bulk", id, NULL, 1000 + i);
 		if (jrnl_put_jobs(a->j, &job, 1) != JRNL_OK)
 			a->failures++;
 	}
@@ -575,7 +297,7 @@ gc_thread(void *p)
 static void
 test_group_commit(void **state)
 {
-	struct tb *b = begin(state);
+	struct tb *b = tj_begin(state);
 	struct gc_arg args[GC_THREADS];
 	pthread_t th[GC_THREADS];
 	struct jrnl_stats st;
@@ -583,7 +305,7 @@ test_group_commit(void **state)
 	int64_t t0, us;
 	int i;
 
-	j = topen(b, JRNL_MODE_SYNC);
+	j = tj_open(b, JRNL_MODE_SYNC);
 	t0 = clock_mono_us();
 	for (i = 0; i < GC_THREADS; i++) {
 		args[i] = (struct gc_arg){ j, i, 0 };
@@ -605,7 +327,7 @@ test_group_commit(void **state)
 	/* Shared commits: well under one commit per put. */
 	assert_true(st.commits * 2 <= GC_THREADS * GC_PUTS);
 	jrnl_close(j);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs "
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
 	    "WHERE tenant = 'gc'"), GC_THREADS * GC_PUTS);
 }
 
@@ -645,9 +367,9 @@ collect_trans(const struct jrnl_transition *t, void *arg)
 static void
 test_transitions(void **state)
 {
-	struct tb *b = begin(state);
+	struct tb *b = tj_begin(state);
 	const int64_t t0 = 1767225600000LL;
-	struct jrnl_job job = tjob("acme", "orders", "T1", NULL, t0);
+	struct jrnl_job job = tj_job("acme", "orders", "T1", NULL, t0);
 	struct jrnl_transition tr[6];
 	struct jrnl_stats st0, st1;
 	struct tlist l = { .n = 0 };
@@ -655,28 +377,28 @@ test_transitions(void **state)
 	struct jrnl *j;
 	size_t i;
 
-	tr[0] = ttrans("acme", "T1", "scheduled", "ready", t0 + 1, 0);
-	tr[1] = ttrans("acme", "T1", "ready", "in_flight", t0 + 2, 1);
-	tr[2] = ttrans("acme", "T1", "in_flight", "retrying", t0 + 3, 1);
+	tr[0] = tj_trans("acme", "T1", "scheduled", "ready", t0 + 1, 0);
+	tr[1] = tj_trans("acme", "T1", "ready", "in_flight", t0 + 2, 1);
+	tr[2] = tj_trans("acme", "T1", "in_flight", "retrying", t0 + 3, 1);
 	tr[2].http_status = 500;
 	tr[2].latency_ms = 12;
 	tr[2].error = "HTTP 500";
 	tr[2].excerpt = "oops\0x";
 	tr[2].excerpt_len = 6;
 	tr[2].shard = 7;
-	tr[3] = ttrans("acme", "T1", "retrying", "in_flight", t0 + 4, 2);
-	tr[4] = ttrans("acme", "T1", "in_flight", "delivered", t0 + 5, 2);
+	tr[3] = tj_trans("acme", "T1", "retrying", "in_flight", t0 + 4, 2);
+	tr[4] = tj_trans("acme", "T1", "in_flight", "delivered", t0 + 5, 2);
 	tr[4].http_status = 200;
 	/* Late and stale: must not move the job back. */
-	tr[5] = ttrans("acme", "T1", "in_flight", "retrying", t0 + 2, 1);
+	tr[5] = tj_trans("acme", "T1", "in_flight", "retrying", t0 + 2, 1);
 
-	j = topen(b, JRNL_MODE_SYNC);
+	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	jrnl_get_stats(j, &st0);
 	for (i = 0; i < NELEM(tr); i++)
 		jrnl_transition(j, &tr[i]);
 	/* Batched: nothing written before the interval or a flush. */
-	o = get_one(j, "acme", "T1");
+	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "scheduled");
 	jrnl_get_stats(j, &st1);
 	assert_int_equal(st1.queued_transitions, NELEM(tr));
@@ -685,7 +407,7 @@ test_transitions(void **state)
 	assert_int_equal(st1.transitions_written, NELEM(tr));
 	assert_int_equal(st1.commits - st0.commits, 1);
 	assert_int_equal(st1.queued_transitions, 0);
-	o = get_one(j, "acme", "T1");
+	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "delivered");
 	assert_int_equal(o.attempts, 2);
 	assert_int_equal(o.updated_ms, t0 + 5);
@@ -716,7 +438,7 @@ test_transitions(void **state)
 	    .job_id = "T1", .from_state = "dead", .to_state = "retrying",
 	    .at_ms = t0 + 7 });
 	assert_int_equal(jrnl_flush(j), 0);
-	o = get_one(j, "acme", "T1");
+	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "retrying");
 	assert_int_equal(o.finished_ms, 0);
 	jrnl_close(j);
@@ -747,7 +469,7 @@ list_bizkey(int i)
 static void
 test_list(void **state)
 {
-	struct tb *b = begin(state);
+	struct tb *b = tj_begin(state);
 	static char idbuf[LIST_N + 1][16];
 	struct jrnl_job jobs[LIST_N + 1];
 	struct ids ids;
@@ -759,12 +481,12 @@ test_list(void **state)
 
 	for (i = 1; i <= LIST_N; i++) {
 		snprintf(idbuf[i - 1], sizeof(idbuf[0]), "L%04d", i);
-		jobs[i - 1] = tjob("acme", list_topic(i), idbuf[i - 1],
+		jobs[i - 1] = tj_job("acme", list_topic(i), idbuf[i - 1],
 		    list_state(i), 1000 + i);
 		jobs[i - 1].bizkey = list_bizkey(i);
 	}
-	jobs[LIST_N] = tjob("other", "a", "L9999", "scheduled", 5000);
-	j = topen(b, JRNL_MODE_SYNC);
+	jobs[LIST_N] = tj_job("other", "a", "L9999", "scheduled", 5000);
+	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, jobs, LIST_N + 1), JRNL_OK);
 
 	/* Paging newest first with a cursor. */
@@ -772,7 +494,7 @@ test_list(void **state)
 	l.limit = 10;
 	for (i = 0; i < 4; i++) {
 		ids.n = 0;
-		assert_int_equal(jrnl_list_jobs(j, "acme", &l, collect_id,
+		assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id,
 		    &ids), JRNL_OK);
 		if (i == 3) {
 			assert_int_equal(ids.n, 0);
@@ -805,7 +527,7 @@ test_list(void **state)
 			    "acme/L%04d", i);
 		}
 		ids.n = 0;
-		assert_int_equal(jrnl_list_jobs(j, "acme", &l, collect_id,
+		assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id,
 		    &ids), JRNL_OK);
 		if (ids.n != nwant)
 			fail_msg("mask %d: %zu jobs, want %zu", mask, ids.n,
@@ -815,7 +537,7 @@ test_list(void **state)
 	}
 	ids.n = 0;
 	assert_int_equal(jrnl_list_jobs(j, "nobody", &(struct jrnl_list){
-	    .limit = 5 }, collect_id, &ids), JRNL_OK);
+	    .limit = 5 }, tj_collect_id, &ids), JRNL_OK);
 	assert_int_equal(ids.n, 0);
 	jrnl_close(j);
 }
@@ -840,7 +562,7 @@ scan_all_pages(struct jrnl *j, const char *tenant, int dead, size_t limit,
 	out->n = 0;
 	for (;;) {
 		page.n = 0;
-		assert_int_equal(jrnl_scan_unfinished(j, &s, collect_id,
+		assert_int_equal(jrnl_scan_unfinished(j, &s, tj_collect_id,
 		    &page), JRNL_OK);
 		assert_true(page.n <= limit);
 		for (i = 0; i < page.n && out->n < NELEM(out->v); i++)
@@ -860,7 +582,7 @@ scan_all_pages(struct jrnl *j, const char *tenant, int dead, size_t limit,
 static void
 test_scan_unfinished(void **state)
 {
-	struct tb *b = begin(state);
+	struct tb *b = tj_begin(state);
 	static const char *const tenants[] = { "t1", "t2" };
 	struct jrnl_job jobs[2 * NELEM(all_states)];
 	static char idbuf[NELEM(all_states)][8];
@@ -872,10 +594,10 @@ test_scan_unfinished(void **state)
 	for (k = 0; k < NELEM(tenants); k++)
 		for (i = 0; i < NELEM(all_states); i++) {
 			snprintf(idbuf[i], sizeof(idbuf[i]), "S%zu", i + 1);
-			jobs[n++] = tjob(tenants[k], "a", idbuf[i],
+			jobs[n++] = tj_job(tenants[k], "a", idbuf[i],
 			    all_states[i], 100 + (int64_t)i);
 		}
-	j = topen(b, JRNL_MODE_SYNC);
+	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, jobs, n), JRNL_OK);
 
 	/* Same ids in two tenants: the cursor is (tenant, id). */
@@ -899,7 +621,7 @@ test_scan_unfinished(void **state)
 	assert_int_equal(ids.n, 0);
 
 	/* Finishing through a transition takes a job out of the scan. */
-	tr = ttrans("t1", "S1", "scheduled", "cancelled", 200, 0);
+	tr = tj_trans("t1", "S1", "scheduled", "cancelled", 200, 0);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
 	scan_all_pages(j, "t1", 0, 100, &ids);
@@ -951,12 +673,12 @@ collect_topic(const struct jrnl_topic *t, void *arg)
 static void
 test_meta(void **state)
 {
-	struct tb *b = begin(state);
+	struct tb *b = tj_begin(state);
 	struct jrnl_job jobs[3];
 	struct meta m;
 	struct jrnl *j;
 
-	j = topen(b, JRNL_MODE_SYNC);
+	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_tenant(j, &(struct jrnl_tenant){ "beta",
 	    200, NULL }), JRNL_OK);
 	assert_int_equal(jrnl_put_tenant(j, &(struct jrnl_tenant){ "acme",
@@ -1011,17 +733,17 @@ test_meta(void **state)
 	assert_string_equal(m.v[2], "beta x {} 50 50");
 
 	/* Deleting a topic cancels its unfinished jobs. */
-	jobs[0] = tjob("acme", "orders", "M1", "scheduled", 1);
-	jobs[1] = tjob("acme", "audit", "M2", "retrying", 1);
-	jobs[2] = tjob("acme", "orders", "M3", "delivered", 1);
+	jobs[0] = tj_job("acme", "orders", "M1", "scheduled", 1);
+	jobs[1] = tj_job("acme", "audit", "M2", "retrying", 1);
+	jobs[2] = tj_job("acme", "orders", "M3", "delivered", 1);
 	assert_int_equal(jrnl_put_jobs(j, jobs, 3), JRNL_OK);
 	assert_int_equal(jrnl_delete_topic(j, "acme", "orders"), JRNL_OK);
 	assert_int_equal(jrnl_delete_topic(j, "acme", "orders"),
 	    JRNL_ENOTFOUND);
-	assert_string_equal(get_one(j, "acme", "M1").state, "cancelled");
-	assert_true(get_one(j, "acme", "M1").finished_ms > 0);
-	assert_string_equal(get_one(j, "acme", "M2").state, "retrying");
-	assert_int_equal(get_one(j, "acme", "M3").finished_ms, 1);
+	assert_string_equal(tj_get_one(j, "acme", "M1").state, "cancelled");
+	assert_true(tj_get_one(j, "acme", "M1").finished_ms > 0);
+	assert_string_equal(tj_get_one(j, "acme", "M2").state, "retrying");
+	assert_int_equal(tj_get_one(j, "acme", "M3").finished_ms, 1);
 
 	/* Deleting a tenant takes its keys and topics, cancels its jobs. */
 	assert_int_equal(jrnl_delete_tenant(j, "acme"), JRNL_OK);
@@ -1037,7 +759,7 @@ test_meta(void **state)
 	assert_int_equal(jrnl_scan_topics(j, NULL, collect_topic, &m),
 	    JRNL_OK);
 	assert_int_equal(m.n, 1);
-	assert_string_equal(get_one(j, "acme", "M2").state, "cancelled");
+	assert_string_equal(tj_get_one(j, "acme", "M2").state, "cancelled");
 	jrnl_close(j);
 }
 
@@ -1046,8 +768,8 @@ test_meta(void **state)
 static void
 test_retention(void **state)
 {
-	struct tb *b = begin(state);
-	struct jrnl_config c = tcfg(b, JRNL_MODE_SYNC);
+	struct tb *b = tj_begin(state);
+	struct jrnl_config c = tj_cfg(b, JRNL_MODE_SYNC);
 	const int64_t hour = 3600 * 1000, now = clock_wall_ms();
 	struct jrnl_job jobs[8];
 	struct jrnl_transition tr;
@@ -1057,248 +779,44 @@ test_retention(void **state)
 
 	c.retention_ms = hour;
 	c.purge_batch = 2;		/* several rounds */
-	jobs[0] = tjob("p1", "a", "P1", "delivered", now - 2 * hour);
-	jobs[1] = tjob("p1", "a", "P2", "cancelled", now - 3 * hour);
-	jobs[2] = tjob("p1", "a", "P3", "delivered", now - hour / 6);
-	jobs[3] = tjob("p1", "a", "P4", "dead", now - 5 * hour);
-	jobs[4] = tjob("p1", "a", "P5", "scheduled", now - 5 * hour);
-	jobs[5] = tjob("p1", "a", "P6", "in_flight", now - 4 * hour);
-	jobs[6] = tjob("p2", "a", "P7", "delivered", now - 9 * hour);
-	jobs[7] = tjob("p2", "a", "P8", "cancelled", now - 2 * hour);
-	j = topen_cfg(&c);
+	jobs[0] = tj_job("p1", "a", "P1", "delivered", now - 2 * hour);
+	jobs[1] = tj_job("p1", "a", "P2", "cancelled", now - 3 * hour);
+	jobs[2] = tj_job("p1", "a", "P3", "delivered", now - hour / 6);
+	jobs[3] = tj_job("p1", "a", "P4", "dead", now - 5 * hour);
+	jobs[4] = tj_job("p1", "a", "P5", "scheduled", now - 5 * hour);
+	jobs[5] = tj_job("p1", "a", "P6", "in_flight", now - 4 * hour);
+	jobs[6] = tj_job("p2", "a", "P7", "delivered", now - 9 * hour);
+	jobs[7] = tj_job("p2", "a", "P8", "cancelled", now - 2 * hour);
+	j = tj_open_cfg(&c);
 	assert_int_equal(jrnl_put_jobs(j, jobs, NELEM(jobs)), JRNL_OK);
-	tr = ttrans("p1", "P6", "in_flight", "delivered", now - 2 * hour, 1);
+	tr = tj_trans("p1", "P6", "in_flight", "delivered", now - 2 * hour, 1);
 	jrnl_transition(j, &tr);
-	tr = ttrans("p1", "P3", "in_flight", "delivered", now - hour / 6, 1);
+	tr = tj_trans("p1", "P3", "in_flight", "delivered", now - hour / 6, 1);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM transitions"), 2);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions"), 2);
 
 	assert_int_equal(jrnl_purge(j), 0);
 	jrnl_get_stats(j, &st);
 	assert_int_equal(st.purged, 5);
 	ids.n = 0;
 	assert_int_equal(jrnl_list_jobs(j, "p1", &(struct jrnl_list){ 0 },
-	    collect_id, &ids), JRNL_OK);
+	    tj_collect_id, &ids), JRNL_OK);
 	assert_int_equal(ids.n, 3);
 	assert_string_equal(ids.v[0], "p1/P5");
 	assert_string_equal(ids.v[1], "p1/P4");		/* dead is kept */
 	assert_string_equal(ids.v[2], "p1/P3");
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 3);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM transitions "
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 3);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
 	    "WHERE job_id = 'P6'"), 0);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM transitions "
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
 	    "WHERE job_id = 'P3'"), 1);
 	assert_int_equal(jrnl_purge(j), 0);		/* nothing left */
 	jrnl_close(j);
 }
 
-/* ---- the database going away --------------------------------------------- */
-
-static int64_t
-elapsed_ms(int64_t t0_us)
-{
-	return (clock_mono_us() - t0_us) / 1000;
-}
-
-/*
- * SYNC mode with the database gone: puts fail fast with JRNL_EUNAVAIL,
- * transitions wait in the queue, and after it is back everything accepted
- * and everything queued is there.  outage(b, 1) makes it go away, (b, 0)
- * brings it back.
- */
-static void
-outage_case(struct tb *b, int (*outage)(struct tb *, int))
-{
-	struct jrnl_job j1 = tjob("o", "a", "O1", NULL, 10);
-	struct jrnl_job j2 = tjob("o", "a", "O2", NULL, 11);
-	struct jrnl_job j3 = tjob("o", "a", "O3", NULL, 12);
-	struct jrnl_transition tr = ttrans("o", "O1", "scheduled", "ready",
-	    20, 0);
-	struct jrnl_stats st;
-	struct ids ids = { .n = 0 };
-	char why[256] = "";
-	struct jrnl *j;
-	int64_t t0;
-
-	j = topen(b, JRNL_MODE_SYNC);
-	assert_int_equal(jrnl_put_jobs(j, &j1, 1), JRNL_OK);
-	assert_int_equal(outage(b, 1), 0);
-
-	t0 = clock_mono_us();
-	assert_int_equal(jrnl_put_jobs(j, &j2, 1), JRNL_EUNAVAIL);
-	print_message("# %s: put with the database gone failed in %lld ms\n",
-	    b->name, (long long)elapsed_ms(t0));
-	assert_true(elapsed_ms(t0) < 3000);	/* timeout_ms 1000 */
-	assert_true(wait_until(not_ready, j, 5000));
-	assert_int_equal(jrnl_ready(j, why, sizeof(why)), 0);
-	assert_true(why[0] != '\0');
-	t0 = clock_mono_us();
-	assert_int_equal(jrnl_put_jobs(j, &j2, 1), JRNL_EUNAVAIL);
-	assert_true(elapsed_ms(t0) < 3000);
-	jrnl_transition(j, &tr);
-	assert_int_equal(jrnl_flush(j), -1);
-	assert_int_equal(jrnl_get_job(j, "o", "O1", collect_id, &ids),
-	    JRNL_EUNAVAIL);
-	jrnl_get_stats(j, &st);
-	assert_int_equal(st.queued_transitions, 1);
-
-	assert_int_equal(outage(b, 0), 0);
-	assert_true(wait_until(is_ready, j, 20000));
-	assert_int_equal(jrnl_put_jobs(j, &j3, 1), JRNL_OK);
-	assert_int_equal(jrnl_flush(j), 0);
-	assert_string_equal(get_one(j, "o", "O1").state, "ready");
-	assert_true(get_one(j, "o", "O3").found);
-	assert_false(get_one(j, "o", "O2").found);	/* never accepted */
-	jrnl_close(j);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 2);
-}
-
-static int
-hook_outage(struct tb *b, int down)
-{
-	(void)b;
-	jrnl_test_set_unavailable(down);
-	return 0;
-}
-
-static void
-test_outage_hook(void **state)
-{
-	outage_case(begin(state), hook_outage);
-}
-
-static int
-server_outage(struct tb *b, int down)
-{
-	return down ? tbm_stop(b) : tbm_start(b);
-}
-
-static void
-test_outage_server(void **state)
-{
-	struct tb *b = begin(state);
-
-	if (!b->own_server) {
-		print_message("# SKIP mysql: RETRYD_TEST_MYSQL_URL names a "
-		    "server this test may not stop\n");
-		skip();
-	}
-	outage_case(b, server_outage);
-}
-
-/* Opening while the database is away: not ready, then ready. */
-static void
-test_start_unavailable(void **state)
-{
-	struct tb *b = begin(state);
-	struct jrnl_config c = tcfg(b, JRNL_MODE_SYNC);
-	struct jrnl_job job = tjob("s", "a", "U1", NULL, 1);
-	enum jrnl_err e;
-	char why[256];
-	struct jrnl *j;
-
-	jrnl_test_set_unavailable(1);
-	assert_null(jrnl_open(&c, &e, why, sizeof(why)));
-	assert_int_equal(e, JRNL_EUNAVAIL);
-	c.start_unavailable = 1;
-	j = topen_cfg(&c);
-	assert_int_equal(jrnl_ready(j, why, sizeof(why)), 0);
-	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_EUNAVAIL);
-	jrnl_test_set_unavailable(0);
-	assert_true(wait_until(is_ready, j, 20000));
-	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
-	jrnl_close(j);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 1);
-}
-
-/* ASYNC mode: puts queue while the database is gone, up to the cap. */
-static void
-test_async_queue(void **state)
-{
-	struct tb *b = begin(state);
-	struct jrnl_config c = tcfg(b, JRNL_MODE_ASYNC);
-	struct jrnl_job job;
-	struct jrnl_transition tr;
-	struct jrnl_stats st;
-	static char idbuf[12][8];
-	struct jrnl *j;
-	int i;
-
-	c.queue_max = 10;
-	j = topen_cfg(&c);
-	jrnl_test_set_unavailable(1);
-	for (i = 0; i < 11; i++) {
-		snprintf(idbuf[i], sizeof(idbuf[i]), "A%02d", i);
-		job = tjob("q", "a", idbuf[i], NULL, 100 + i);
-		assert_int_equal(jrnl_put_jobs(j, &job, 1),
-		    i < 10 ? JRNL_OK : JRNL_EFULL);
-	}
-	for (i = 0; i < 15; i++) {
-		tr = ttrans("q", idbuf[i % 10], "scheduled", "ready",
-		    200 + i, 0);
-		jrnl_transition(j, &tr);
-	}
-	jrnl_get_stats(j, &st);
-	assert_int_equal(st.queued_jobs, 10);
-	assert_int_equal(st.queued_transitions, 10);
-	assert_int_equal(st.transitions_dropped, 5);
-	assert_int_equal(st.jobs_dropped, 1);
-	assert_int_equal(jrnl_flush(j), -1);
-
-	jrnl_test_set_unavailable(0);
-	assert_true(wait_until(is_ready, j, 20000));
-	assert_int_equal(jrnl_flush(j), 0);
-	jrnl_get_stats(j, &st);
-	assert_int_equal(st.queued_jobs, 0);
-	assert_int_equal(st.jobs_written, 10);
-	assert_int_equal(st.transitions_written, 10);
-	assert_string_equal(get_one(j, "q", "A09").state, "ready");
-	jrnl_close(j);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 10);
-}
-
-/* A row the database refuses fails its own put and no other. */
-static void
-test_refused_row(void **state)
-{
-	struct tb *b = begin(state);
-	struct jrnl_job jobs[3];
-	struct jrnl_stats st;
-	char longkey[400];
-	struct jrnl *j;
-
-	memset(longkey, 'k', sizeof(longkey) - 1);
-	longkey[sizeof(longkey) - 1] = '\0';
-	jobs[0] = tjob("r", "a", "R1", NULL, 1);
-	jobs[1] = tjob("r", "a", "R2", NULL, 2);
-	jobs[1].bizkey = longkey;		/* VARBINARY(255) */
-	jobs[2] = tjob("r", "a", "R3", NULL, 3);
-
-	j = topen(b, JRNL_MODE_SYNC);
-	assert_int_equal(jrnl_put_jobs(j, &jobs[1], 1), JRNL_EINTERNAL);
-	assert_int_equal(jrnl_put_jobs(j, &jobs[0], 1), JRNL_OK);
-	jrnl_close(j);
-
-	j = topen(b, JRNL_MODE_ASYNC);
-	jrnl_test_set_unavailable(1);	/* so the three share one batch */
-	assert_int_equal(jrnl_put_jobs(j, &jobs[0], 1), JRNL_OK);
-	assert_int_equal(jrnl_put_jobs(j, &jobs[1], 1), JRNL_OK);
-	assert_int_equal(jrnl_put_jobs(j, &jobs[2], 1), JRNL_OK);
-	jrnl_test_set_unavailable(0);
-	assert_true(wait_until(is_ready, j, 20000));
-	assert_int_equal(jrnl_flush(j), 0);
-	jrnl_get_stats(j, &st);
-	assert_int_equal(st.jobs_written, 2);
-	assert_int_equal(st.jobs_dropped, 1);
-	jrnl_close(j);
-	assert_int_equal(tb_int(b, "SELECT COUNT(*) FROM jobs"), 2);
-}
-
-/* ---- main ---------------------------------------------------------------- */
-
 /* One row per case and backend, named for both. */
-#define ONE(f, b)	{ #f "/" #b, f, setup, teardown, &b##_b }
+#define ONE(f, b)	{ #f "/" #b, f, tj_setup, tj_teardown, &b##_b }
 #define BOTH(f)		ONE(f, sqlite), ONE(f, mysql)
 
 int
@@ -1338,5 +856,5 @@ main(void)
 		if (!mysql_b.skip || tests[i].initial_state != &mysql_b)
 			run[n++] = tests[i];
 	return _cmocka_run_group_tests("test_journal", run, n, NULL,
-	    group_teardown);
+	    tj_group_teardown);
 }
