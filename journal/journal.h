@@ -178,7 +178,10 @@ struct jrnl;
  */
 struct jrnl *jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err,
 	    char *why, size_t whylen);
-/* Flush what is queued, stop the writer, close.  Accepts NULL. */
+/*
+ * Flush what is queued, stop the writer, close.  No other call on j may
+ * run concurrently or after.  Accepts NULL.
+ */
 void	jrnl_close(struct jrnl *j);
 
 /*
