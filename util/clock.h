@@ -5,9 +5,11 @@
  * milliseconds (for anything stored or sent), clock_mono_us() is a monotonic
  * microsecond count (for deadlines inside the process).  Tests switch the wall
  * clock to a manual one with clock_set_fake() and move it with
- * clock_advance_ms() instead of sleeping (memcached's debugtime).  While the
- * fake clock is on, clock_mono_us() moves with it, so in-process deadlines
- * follow the injected time too.  All functions are thread-safe.
+ * clock_advance_ms() instead of sleeping (memcached's debugtime).  The fake
+ * clock moves only the wall clock, i.e. "now" for due times, schedules and
+ * timestamps; clock_mono_us() stays real, because it paces I/O (timeouts,
+ * reconnect backoff, lease renewal, batch intervals) that must go on while a
+ * test holds the wall clock still.  All functions are thread-safe.
  */
 #ifndef RETRYD_UTIL_CLOCK_H
 #define RETRYD_UTIL_CLOCK_H
