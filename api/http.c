@@ -294,6 +294,39 @@ api_reply_empty(struct api_req *req, int status)
 	api_reply(req, status, NULL, "", 0);
 }
 
+/*
+ * Replace every byte of s that is not part of valid UTF-8 with '?', in
+ * place: messages quote paths and names the client sent, and an answer
+ * must stay valid JSON whatever they held.
+ */
+static void
+utf8_scrub(char *s)
+{
+	unsigned char *u = (unsigned char *)s;
+	size_t i = 0, n, k;
+	uint32_t cp;
+
+	while (u[i] != '\0') {
+		n = u[i] < 0x80 ? 1 : (u[i] & 0xe0) == 0xc0 ? 2 :
+		    (u[i] & 0xf0) == 0xe0 ? 3 : (u[i] & 0xf8) == 0xf0 ? 4 : 0;
+		cp = n == 2 ? (u[i] & 0x1fu) : n == 3 ? (u[i] & 0x0fu) :
+		    (u[i] & 0x07u);
+		for (k = 1; k < n; k++) {
+			if ((u[i + k] & 0xc0) != 0x80)
+				break;
+			cp = (cp << 6) | (u[i + k] & 0x3fu);
+		}
+		if (n == 0 || k < n || (n == 2 && cp < 0x80) ||
+		    (n == 3 && (cp < 0x800 || (cp >= 0xd800 &&
+		    cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 ||
+		    cp > 0x10ffff))) {
+			u[i++] = '?';
+			continue;
+		}
+		i += n;
+	}
+}
+
 void
 api_error(struct api_req *req, int status, const char *code,
     const char *field, const char *fmt, ...)
@@ -305,6 +338,7 @@ api_error(struct api_req *req, int status, const char *code,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	utf8_scrub(msg);
 	root = json_object_new_object();
 	err = json_object_new_object();
 	json_object_object_add(err, "code", json_object_new_string(code));
