@@ -20,6 +20,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,26 +92,35 @@ json_object *
 api_body_value(const char *body, size_t len)
 {
 	struct json_tokener *tok;
-	json_object *v;
+	json_object *v = NULL;
+	char *copy;
 	size_t i;
 
 	if (body == NULL || len == 0)
 		return json_object_new_string("");
+	if (memchr(body, '\0', len) != NULL || len > INT32_MAX - 1)
+		return safe_string(body, len);
+	/* A trailing blank ends a top-level number ("42" is complete). */
+	copy = xmalloc(len + 1);
+	memcpy(copy, body, len);
+	copy[len] = ' ';
 	tok = json_tokener_new_ex(64);
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
 	    JSON_TOKENER_VALIDATE_UTF8);
-	v = json_tokener_parse_ex(tok, body, (int)len);
+	v = json_tokener_parse_ex(tok, copy, (int)len + 1);
 	if (v != NULL && json_tokener_get_error(tok) == json_tokener_success) {
-		for (i = json_tokener_get_parse_end(tok); i < len; i++)
-			if (strchr(" \t\r\n", body[i]) == NULL)
+		for (i = json_tokener_get_parse_end(tok); i < len + 1; i++)
+			if (strchr(" \t\r\n", copy[i]) == NULL)
 				break;
-		if (i == len && memchr(body, '\0', len) == NULL) {
+		if (i == len + 1) {
 			json_tokener_free(tok);
+			free(copy);
 			return v;
 		}
 	}
 	json_object_put(v);
 	json_tokener_free(tok);
+	free(copy);
 	return safe_string(body, len);
 }
 

@@ -26,3 +26,9 @@ tests_route_list_LDADD = libapi.a libjournal.a libdispatcher.a \
 	$(LIBCONFIG_LIBS) $(SQLITE_LIBS) $(MARIADB_LIBS)
 TESTS += tests/openapi_check.sh
 EXTRA_DIST += tests/openapi_check.sh
+
+# Black-box tests of the REST API (test_api_lib.py is their shared helper).
+TESTS += tests/bb/test_api_tenants.py tests/bb/test_api_topics.py \
+	tests/bb/test_api_jobs.py
+EXTRA_DIST += tests/bb/test_api_lib.py tests/bb/test_api_tenants.py \
+	tests/bb/test_api_topics.py tests/bb/test_api_jobs.py

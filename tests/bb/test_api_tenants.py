@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""test_api_tenants.py - the admin API: tenants, keys, rotation, revocation,
+the admin key acting as a tenant, quotas and the per-key rate."""
+
+import hashlib
+import os
+import re
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from test_api_lib import Env, expect_error, unique  # noqa: E402
+
+t = harness.Tap()
+E = Env()
+KEY_RE = re.compile(r"^rk_[A-Za-z0-9_-]{43}$")
+
+
+@t.test("POST /v1/tenants creates a tenant with its first key, shown once")
+def _():
+    name = unique("acme")
+    st, _, b = E.admin("POST", "/v1/tenants", {"name": name})
+    assert st == 201, (st, b)
+    assert b["name"] == name and KEY_RE.match(b["api_key"]), b
+    assert b["key_id"] and b["created_ms"] > 0 and b["keys"] == 1, b
+    # The key works at once and is never shown again.
+    st, _, _ = E.req("GET", "/v1/topics", key=b["api_key"])
+    assert st == 200
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert st == 200 and "api_key" not in str(g), g
+    assert [k["key_id"] for k in g["keys"]] == [b["key_id"]], g
+
+
+@t.test("only the SHA-256 of a key is stored in Redis")
+def _():
+    name, key = E.tenant()
+    h = hashlib.sha256(key.encode()).hexdigest()
+    dump = []
+    for k in E.redis.cmd("KEYS", "*"):
+        ty = E.redis.cmd("TYPE", k)
+        if ty == "hash":
+            dump.append(str(E.redis.cmd("HGETALL", k)))
+        elif ty == "string":
+            dump.append(str(E.redis.cmd("GET", k)))
+        elif ty == "set":
+            dump.append(str(E.redis.cmd("SMEMBERS", k)))
+    text = "\n".join(dump)
+    assert key not in text and key[3:] not in text
+    assert h in text
+
+
+@t.test("tenant names: bad ones are 400 naming the field")
+def _():
+    for bad in ["Acme", "a" * 65, "", "a/b", "a b", "é", "a\u0000b",
+                "a.b", 5, None, ["x"], {"x": 1}, True]:
+        expect_error(E.admin("POST", "/v1/tenants", {"name": bad}), 400,
+                     field="name")
+    expect_error(E.admin("POST", "/v1/tenants", {}), 400, "missing_field",
+                 "name")
+    expect_error(E.admin("POST", "/v1/tenants", {"name": "ok", "nmae": 1}),
+                 400, "unknown_field", "nmae")
+    expect_error(E.admin("POST", "/v1/tenants", b"[1]"), 400, "invalid_json")
+    expect_error(E.admin("POST", "/v1/tenants", b""), 400, "invalid_json")
+    name = "a" * 64
+    st, _, b = E.admin("POST", "/v1/tenants", {"name": name})
+    assert st == 201, b
+
+
+@t.test("a name that exists is 409 tenant_exists")
+def _():
+    name, _ = E.tenant()
+    expect_error(E.admin("POST", "/v1/tenants", {"name": name}), 409,
+                 "tenant_exists", "name")
+
+
+@t.test("the admin API wants the admin key: 401 without, 403 for a tenant")
+def _():
+    name, key = E.tenant()
+    for m, p in [("POST", "/v1/tenants"), ("GET", "/v1/tenants"),
+                 ("GET", "/v1/tenants/" + name),
+                 ("PATCH", "/v1/tenants/" + name),
+                 ("DELETE", "/v1/tenants/" + name),
+                 ("POST", "/v1/tenants/%s/keys" % name),
+                 ("GET", "/v1/tenants/%s/keys" % name),
+                 ("DELETE", "/v1/tenants/%s/keys/abc" % name)]:
+        expect_error(E.req(m, p, {"name": "zz"}), 401, "unauthorized")
+        expect_error(E.req(m, p, {"name": "zz"}, key="rk_" + "A" * 43), 401,
+                     "unauthorized")
+        expect_error(E.req(m, p, {"name": "zz"}, key="nope"), 401)
+        expect_error(E.req(m, p, {"name": "zz"}, key=key), 403, "forbidden")
+    st, h, _ = E.req("GET", "/v1/tenants", headers={"Authorization": "Basic x"})
+    assert st == 401 and "Bearer" in h.get("WWW-Authenticate", "")
+
+
+@t.test("GET /v1/tenants lists; GET /v1/tenants/{name} shows keys and counts")
+def _():
+    a, _ = E.tenant()
+    b, _ = E.tenant()
+    st, _, body = E.admin("GET", "/v1/tenants")
+    names = [x["name"] for x in body["tenants"]]
+    assert st == 200 and a in names and b in names, body
+    assert names == sorted(names)
+    st, _, g = E.admin("GET", "/v1/tenants/" + a)
+    assert st == 200 and g["name"] == a and len(g["keys"]) == 1, g
+    assert g["counts"]["scheduled"] == 0, g
+    expect_error(E.admin("GET", "/v1/tenants/" + unique("none")), 404,
+                 "tenant_not_found")
+    expect_error(E.admin("GET", "/v1/tenants/Bad%20Name"), 400,
+                 "invalid_name")
+    expect_error(E.admin("GET", "/v1/tenants/a%00b"), 400, "invalid_name")
+
+
+@t.test("rotation: a new key works beside the old one until it is revoked")
+def _():
+    name, k1 = E.tenant()
+    st, _, nk = E.admin("POST", "/v1/tenants/%s/keys" % name)
+    assert st == 201 and KEY_RE.match(nk["api_key"]) and nk["key_id"], nk
+    k2 = nk["api_key"]
+    assert k1 != k2
+    for k in (k1, k2):
+        assert E.req("GET", "/v1/topics", key=k)[0] == 200
+    st, _, ks = E.admin("GET", "/v1/tenants/%s/keys" % name)
+    assert st == 200 and len(ks["keys"]) == 2, ks
+    old = [k["key_id"] for k in ks["keys"] if k["key_id"] != nk["key_id"]][0]
+    st, _, _ = E.admin("DELETE", "/v1/tenants/%s/keys/%s" % (name, old))
+    assert st == 204
+    expect_error(E.req("GET", "/v1/topics", key=k1), 401, "unauthorized")
+    assert E.req("GET", "/v1/topics", key=k2)[0] == 200
+    expect_error(E.admin("DELETE", "/v1/tenants/%s/keys/%s" % (name, old)),
+                 404, "key_not_found")
+    expect_error(E.admin("DELETE", "/v1/tenants/%s/keys/BAD!" % name), 400,
+                 "invalid_id")
+    expect_error(E.admin("POST", "/v1/tenants/%s/keys" % unique("no")), 404,
+                 "tenant_not_found")
+    expect_error(E.admin("POST", "/v1/tenants/%s/keys" % name, {"x": 1}),
+                 400, "unknown_field")
+
+
+@t.test("a key of one tenant cannot be revoked through another")
+def _():
+    a, ka = E.tenant()
+    b, _ = E.tenant()
+    st, _, ks = E.admin("GET", "/v1/tenants/%s/keys" % a)
+    kid = ks["keys"][0]["key_id"]
+    expect_error(E.admin("DELETE", "/v1/tenants/%s/keys/%s" % (b, kid)),
+                 404)
+    assert E.req("GET", "/v1/topics", key=ka)[0] == 200
+
+
+@t.test("the admin key acts as a tenant with X-Tenant")
+def _():
+    name, key = E.tenant()
+    E.topic(key, "shared")
+    st, _, b = E.admin("GET", "/v1/topics", headers={"X-Tenant": name})
+    assert st == 200 and [x["name"] for x in b["topics"]] == ["shared"], b
+    expect_error(E.admin("GET", "/v1/topics"), 400, "tenant_required",
+                 "X-Tenant")
+    expect_error(E.admin("GET", "/v1/topics",
+                         headers={"X-Tenant": unique("ghost")}), 404,
+                 "tenant_not_found")
+    expect_error(E.admin("GET", "/v1/topics", headers={"X-Tenant": "B A"}),
+                 400, "invalid_name", "X-Tenant")
+    # A tenant key's X-Tenant is ignored: it cannot reach another tenant.
+    other, okey = E.tenant()
+    st, _, b = E.req("GET", "/v1/topics", key=okey,
+                     headers={"X-Tenant": name})
+    assert st == 200 and b["topics"] == [], b
+
+
+@t.test("PATCH max_pending sets and clears the tenant's quota")
+def _():
+    name, key = E.tenant()
+    st, _, b = E.admin("PATCH", "/v1/tenants/" + name, {"max_pending": 2})
+    assert st == 200 and b["max_pending"] == 2, b
+    assert b["max_pending_override"] == 2, b
+    q = E.topic(key)["name"]
+    E.push(key, q, {"n": 1}, delay_ms=60000)
+    E.push(key, q, {"n": 2}, delay_ms=60000)
+    r = expect_error(E.req("POST", "/v1/topics/%s/jobs" % q,
+                           {"body": 3, "delay_ms": 60000}, key=key),
+                     429, "quota_exceeded")
+    assert "2" in r["error"]["message"]
+    st, _, b = E.admin("PATCH", "/v1/tenants/" + name, {"max_pending": None})
+    assert st == 200 and b["max_pending_override"] is None, b
+    harness.wait_for(lambda: E.req("POST", "/v1/topics/%s/jobs" % q,
+                                   {"delay_ms": 60000}, key=key)[0] == 201,
+                     what="the quota to be lifted")
+    for bad in [0, -1, "3", 1.5, 10 ** 30, True]:
+        expect_error(E.admin("PATCH", "/v1/tenants/" + name,
+                             {"max_pending": bad}), 400, "invalid_field",
+                     "max_pending")
+    expect_error(E.admin("PATCH", "/v1/tenants/" + name, {"x": 1}), 400,
+                 "unknown_field")
+    expect_error(E.admin("PATCH", "/v1/tenants/" + unique("n"),
+                         {"max_pending": 3}), 404, "tenant_not_found")
+
+
+@t.test("max_pending at creation; a batch over the quota is refused whole")
+def _():
+    name, key = E.tenant(max_pending=3)
+    q = E.topic(key)["name"]
+    jobs = [{"delay_ms": 60000, "body": i} for i in range(4)]
+    expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % q,
+                       {"jobs": jobs}, key=key), 429, "quota_exceeded")
+    st, _, b = E.req("POST", "/v1/topics/%s/jobs:batch" % q,
+                     {"jobs": jobs[:3]}, key=key)
+    assert st == 200 and len(b["results"]) == 3, b
+
+
+@t.test("DELETE a tenant: its keys stop working; 409 while it has jobs")
+def _():
+    name, key = E.tenant()
+    q = E.topic(key)["name"]
+    E.push(key, q, {"x": 1}, delay_ms=60000)
+    expect_error(E.admin("DELETE", "/v1/tenants/" + name), 409,
+                 "tenant_not_empty")
+    expect_error(E.admin("DELETE", "/v1/tenants/%s?force=maybe" % name),
+                 400, "invalid_field", "force")
+    st, _, _ = E.admin("DELETE", "/v1/tenants/%s?force=true" % name)
+    assert st == 204
+    expect_error(E.req("GET", "/v1/topics", key=key), 401)
+    expect_error(E.admin("GET", "/v1/tenants/" + name), 404)
+    expect_error(E.admin("DELETE", "/v1/tenants/" + name), 404)
+    # The name can be taken again, with fresh keys and no old topics.
+    st, _, b = E.admin("POST", "/v1/tenants", {"name": name})
+    assert st == 201
+    st, _, tl = E.req("GET", "/v1/topics", key=b["api_key"])
+    assert st == 200 and tl["topics"] == [], tl
+    n2, k2 = E.tenant()
+    assert E.admin("DELETE", "/v1/tenants/" + n2)[0] == 204
+
+
+@t.test("an empty admin_key disables the admin API (401)")
+def _():
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config={"admin_key": ""}) as d:
+        st, _, b = d.request("GET", "/v1/tenants", key="")
+        assert st == 401, b
+        st, _, b = d.request("GET", "/v1/tenants", key="anything")
+        assert st == 401, b
+
+
+@t.test("limits.rate: a key over its rate gets 429 rate_limited")
+def _():
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config={"limits": {"rate": 3}}) as d:
+        d.wait_ready()
+        st, _, b = d.admin("POST", "/v1/tenants", {"name": "rl"})
+        key = b["api_key"]
+        codes = [d.request("GET", "/v1/topics", key=key)[0]
+                 for _ in range(10)]
+        assert codes[0] == 200 and 429 in codes, codes
+        st, h, b = d.request("GET", "/v1/topics", key=key)
+        if st == 429:
+            assert b["error"]["code"] == "rate_limited", b
+            assert int(h["Retry-After"]) >= 1
+        # The admin key is not limited.
+        assert all(d.admin("GET", "/v1/tenants")[0] == 200
+                   for _ in range(10))
+
+
+E.stop()
+t.done()

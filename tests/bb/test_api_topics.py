@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""test_api_topics.py - topics: create/replace/read/list/delete, the signing
+secret, and every bad input of PUT /v1/topics/{topic}."""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from test_api_lib import Env, expect_error, signature_ok, unique  # noqa
+
+t = harness.Tap()
+E = Env()
+NAME, KEY = E.tenant()
+URL = "http://127.0.0.1:9/hook"
+
+
+def put(name, body, expect=None):
+    r = E.req("PUT", "/v1/topics/" + name, body, key=KEY)
+    if expect is not None:
+        assert r[0] == expect, r
+    return r
+
+
+@t.test("PUT creates (201) with defaults and a secret; PUT again is 200")
+def _():
+    q = unique("q")
+    st, _, b = put(q, {"callback_url": URL})
+    assert st == 201, b
+    assert b["name"] == q and b["mode"] == "push" and b["callback_url"] == URL
+    assert b["retry_schedule"] == "<0,0,2m,10m,10m,1h,2h,6h,15h>", b
+    assert b["timeout_ms"] == 10000 and b["ttr_ms"] == 30000, b
+    assert b["max_in_flight"] == 100 and b["headers"] == {}, b
+    assert b["secret"].startswith("whsec_"), b
+    st, _, b2 = put(q, {"callback_url": URL + "2", "timeout_ms": 5000,
+                        "retry_schedule": [0, 1000, 60000],
+                        "headers": {"X-Foo": "bar"}, "max_in_flight": 7})
+    assert st == 200, b2
+    assert b2["secret"] == b["secret"], "PUT must keep the secret"
+    assert b2["created_ms"] == b["created_ms"], b2
+    assert b2["retry_schedule"] == "<0,1s,1m>", b2
+    assert b2["headers"] == {"X-Foo": "bar"} and b2["max_in_flight"] == 7
+    st, _, g = E.req("GET", "/v1/topics/" + q, key=KEY)
+    assert st == 200 and g["timeout_ms"] == 5000 and g["secret"], g
+    assert g["counts"] == {"scheduled": 0, "ready": 0, "in_flight": 0,
+                           "retrying": 0, "delivered": 0, "dead": 0,
+                           "cancelled": 0}, g
+
+
+@t.test("mode: push with a callback_url, else pull; push needs a URL")
+def _():
+    st, _, b = put(unique("q"), {})
+    assert st == 201 and b["mode"] == "pull" and b["callback_url"] is None
+    st, _, b = put(unique("q"), {"mode": "pull", "ttr_ms": 5000})
+    assert st == 201 and b["ttr_ms"] == 5000
+    expect_error(put(unique("q"), {"mode": "push"}), 400, "missing_field",
+                 "callback_url")
+    expect_error(put(unique("q"), {"mode": "fast"}), 400, "invalid_field",
+                 "mode")
+    expect_error(put(unique("q"), {"mode": 1}), 400, "invalid_field", "mode")
+
+
+@t.test("GET /v1/topics lists the tenant's topics without secrets")
+def _():
+    n, k = E.tenant()
+    for q in ("b-topic", "a-topic"):
+        st, _, _ = E.req("PUT", "/v1/topics/" + q, {}, key=k)
+        assert st == 201
+    st, _, b = E.req("GET", "/v1/topics", key=k)
+    assert st == 200 and [x["name"] for x in b["topics"]] == \
+        ["a-topic", "b-topic"], b
+    assert all("secret" not in x for x in b["topics"])
+
+
+@t.test("bad callback URLs are 400 invalid_url")
+def _():
+    for bad in ["ftp://x/", "http://user:pw@example.com/", "not a url",
+                "http://", "http://example.com:0/", "", "h" * 5000]:
+        r = put(unique("q"), {"callback_url": bad})
+        assert r[0] == 400, (bad, r)
+        assert r[2]["error"]["field"] == "callback_url", r
+    expect_error(put(unique("q"), {"callback_url": 5}), 400, "invalid_field",
+                 "callback_url")
+
+
+@t.test("private targets are refused unless allowed")
+def _():
+    with harness.RedisServer() as r, harness.Retryd(redis=r, config={
+            "dispatcher": {"allow_private_targets": False}}) as d:
+        d.wait_ready()
+        st, _, b = d.admin("POST", "/v1/tenants", {"name": "p"})
+        k = b["api_key"]
+        for url in ["http://127.0.0.1:8080/x", "http://10.0.0.1/",
+                    "http://169.254.169.254/latest", "http://[::1]/",
+                    "http://localhost/"]:
+            st, _, b = d.request("PUT", "/v1/topics/x",
+                                 {"callback_url": url}, key=k)
+            assert st == 400 and b["error"]["code"] == "invalid_url", \
+                (url, b)
+        st, _, b = d.request("PUT", "/v1/topics/x",
+                             {"callback_url": "https://example.com/h"}, key=k)
+        assert st == 201, b
+
+
+@t.test("bad schedules are 400 invalid_schedule naming retry_schedule")
+def _():
+    for bad in ["<0,x>", "<>", "0,1s", "<-1>", [], [-1], ["1s"], [1.5],
+                {"a": 1}, 5, "<400d>", [0] * 101, [10 ** 30],
+                "<1,2,\u0000>"]:
+        r = put(unique("q"), {"retry_schedule": bad})
+        expect_error(r, 400, "invalid_schedule", "retry_schedule")
+
+
+@t.test("numbers: wrong types, out of range, overflow are 400 naming them")
+def _():
+    for field, bads in [
+            ("timeout_ms", [0, -1, "10", 1.5, 10 ** 20, 99999999999, None]),
+            ("max_in_flight", [0, -5, 100001, "1", 2.0, 10 ** 40]),
+            ("ttr_ms", [0, -1, "1000", 1e3, 2 ** 63, -2 ** 63 - 1])]:
+        for bad in bads:
+            if bad is None:
+                continue
+            expect_error(put(unique("q"), {field: bad}), 400,
+                         "invalid_field", field)
+    # null means "the default".
+    st, _, b = put(unique("q"), {"timeout_ms": None})
+    assert st == 201 and b["timeout_ms"] == 10000
+
+
+@t.test("headers: reserved, bad names, bad values, too many: 400")
+def _():
+    bads = [{"webhook-id": "x"}, {"Retryd-Attempt": "1"},
+            {"Content-Length": "3"}, {"Host": "h"}, {"a b": "x"},
+            {"": "x"}, {"X-A": "a\r\nX-B: b"}, {"X-A": "a\nb"},
+            {"X-A": "a\u0000b"}, {"X-A": 5}, {"X-A": None},
+            {"X-%d" % i: "v" for i in range(33)}, ["X-A"], "X-A: b",
+            {"X-A": "v" * 5000}, {"Transfer-Encoding": "chunked"},
+            {"Connection": "close"}, {"X-\u00e9": "v"}]
+    for h in bads:
+        r = put(unique("q"), {"headers": h})
+        st, _, b = r
+        assert st == 400 and b["error"]["code"] == "invalid_header", (h, b)
+        assert b["error"]["field"].startswith("headers"), b
+    st, _, b = put(unique("q"), {"headers": {"X-%d" % i: "v"
+                                             for i in range(32)}})
+    assert st == 201 and len(b["headers"]) == 32
+
+
+@t.test("topic names: bad ones are 400 invalid_name (%00 stays undecoded)")
+def _():
+    for bad in ["a%20b", "a%00b", "%00", "x" * 129, "caf%C3%A9", "a*b",
+                "%FF", "a%0D%0Ab"]:
+        expect_error(E.req("PUT", "/v1/topics/" + bad, {}, key=KEY), 400,
+                     "invalid_name", "topic")
+        expect_error(E.req("GET", "/v1/topics/" + bad, key=KEY), 400,
+                     "invalid_name", "topic")
+    # An encoded slash splits the path: no such route.
+    expect_error(E.req("PUT", "/v1/topics/a%2Fb", {}, key=KEY), 404,
+                 "not_found")
+    assert put("x" * 128, {})[0] in (200, 201)
+    assert put("A.b_c-9", {})[0] in (200, 201)
+
+
+@t.test("unknown members and malformed bodies are 400")
+def _():
+    expect_error(put(unique("q"), {"callback": URL}), 400, "unknown_field",
+                 "callback")
+    expect_error(E.req("PUT", "/v1/topics/x", b"{", key=KEY), 400,
+                 "invalid_json")
+    expect_error(E.req("PUT", "/v1/topics/x", b"[]", key=KEY), 400,
+                 "invalid_json")
+    expect_error(E.req("PUT", "/v1/topics/x", b"", key=KEY), 400,
+                 "invalid_json")
+
+
+@t.test("GET/DELETE unknown topic: 404 topic_not_found")
+def _():
+    q = unique("none")
+    for m, p in [("GET", ""), ("DELETE", ""), ("POST", "/secret"),
+                 ("GET", "/dead"), ("POST", "/dead:redrive"),
+                 ("DELETE", "/bizkeys/b1")]:
+        expect_error(E.req(m, "/v1/topics/" + q + p, key=KEY), 404,
+                     "topic_not_found")
+
+
+@t.test("DELETE: 204, then gone; 409 with unfinished jobs unless force")
+def _():
+    q = E.topic(KEY)["name"]
+    st, _, _ = E.req("DELETE", "/v1/topics/" + q, key=KEY)
+    assert st == 204
+    expect_error(E.req("GET", "/v1/topics/" + q, key=KEY), 404)
+    q = E.topic(KEY)["name"]
+    j = E.push(KEY, q, {"x": 1}, delay_ms=3600000)
+    expect_error(E.req("DELETE", "/v1/topics/" + q, key=KEY), 409,
+                 "topic_not_empty")
+    st, _, _ = E.req("DELETE", "/v1/jobs/" + j["id"], key=KEY)
+    assert st == 204
+    st, _, _ = E.req("DELETE", "/v1/topics/" + q, key=KEY)
+    assert st == 204
+    q = E.topic(KEY)["name"]
+    E.push(KEY, q, {"x": 1}, delay_ms=3600000)
+    st, _, _ = E.req("DELETE", "/v1/topics/%s?force=true" % q, key=KEY)
+    assert st == 204
+
+
+@t.test("POST /secret rotates; a given secret is taken; bad ones are 400")
+def _():
+    q = E.topic(KEY, callback_url=URL)
+    st, _, b = E.req("POST", "/v1/topics/%s/secret" % q["name"], key=KEY)
+    assert st == 200 and b["secret"] != q["secret"], b
+    assert b["secret"].startswith("whsec_")
+    mine = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+    st, _, b = E.req("POST", "/v1/topics/%s/secret" % q["name"],
+                     {"secret": mine}, key=KEY)
+    assert st == 200 and b["secret"] == mine, b
+    st, _, g = E.req("GET", "/v1/topics/" + q["name"], key=KEY)
+    assert g["secret"] == mine
+    for bad in ["whsec_!!!", "whsec_", "whsec_QUJD", 5, "x" * 200]:
+        r = E.req("POST", "/v1/topics/%s/secret" % q["name"],
+                  {"secret": bad}, key=KEY)
+        expect_error(r, 400, None, "secret")
+    st, _, b = put(unique("q"), {"secret": mine})
+    assert st == 201 and b["secret"] == mine
+
+
+@t.test("end to end: a push topic's callback arrives signed with its secret")
+def _():
+    rcv = harness.Receiver(script="200")
+    try:
+        q = E.topic(KEY, callback_url=rcv.url("/hook"),
+                    headers={"X-Topic": "yes"}, retry_schedule="<0>")
+        j = E.push(KEY, q["name"], {"hello": "world"},
+                   headers={"X-Job": "1"})
+        reqs = rcv.wait_count(1)
+        rq = reqs[0]
+        assert rq.body == b'{"hello":"world"}', rq.body
+        assert rq.headers["webhook-id"] == j["id"]
+        assert rq.headers["X-Topic"] == "yes" and rq.headers["X-Job"] == "1"
+        assert rq.headers["retryd-tenant"] == NAME
+        assert signature_ok(q["secret"], rq.headers, rq.body)
+        harness.wait_for(lambda: E.job(KEY, j["id"])["state"] ==
+                         "delivered", what="the job to be delivered")
+        g = E.job(KEY, j["id"])
+        assert len(g["attempts"]) == 1 and g["attempts"][0]["status"] == 200
+    finally:
+        rcv.stop()
+
+
+@t.test("a JSON string body is sent as its content")
+def _():
+    rcv = harness.Receiver(script="200")
+    try:
+        q = E.topic(KEY, callback_url=rcv.url("/form"), retry_schedule="<0>",
+                    headers={"Content-Type":
+                             "application/x-www-form-urlencoded"})
+        E.push(KEY, q["name"], "a=1&b=%C3%A9")
+        rq = rcv.wait_count(1)[0]
+        assert rq.body == b"a=1&b=%C3%A9", rq.body
+        assert rq.headers["Content-Type"] == \
+            "application/x-www-form-urlencoded"
+    finally:
+        rcv.stop()
+
+
+E.stop()
+t.done()
