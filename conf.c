@@ -223,7 +223,8 @@ check_journal_url(const char *v, char *why, size_t whylen)
 {
 	if (v[0] == '\0' || strcmp(v, "none") == 0 ||
 	    strncmp(v, "sqlite:///", 10) == 0 ||
-	    strncmp(v, "mysql://", 8) == 0)
+	    strncmp(v, "mysql://", 8) == 0 ||
+	    strncmp(v, "mariadb://", 10) == 0)
 		return 0;
 	snprintf(why, whylen, "\"%s\" is not sqlite:///PATH, mysql://... "
 	    "or none", v);

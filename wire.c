@@ -13,14 +13,18 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/http.h"
 #include "conf.h"
 #include "dispatcher/dispatcher.h"
+#include "journal/journal.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
@@ -32,6 +36,7 @@ struct wire {
 	struct sched		*sched;
 	struct registry		*reg;
 	struct dispatcher	*disp;
+	struct jrnl		*jrnl;		/* NULL: journal off */
 	struct api_server	*http;
 	struct api_ctx		 ctx;
 };
@@ -57,8 +62,99 @@ static int
 wire_ready(char *why, size_t whylen, void *arg)
 {
 	struct wire *w = arg;
+	char jwhy[256];
 
-	return sched_ready(w->sched, why, whylen);
+	if (!sched_ready(w->sched, why, whylen))
+		return 0;
+	if (w->jrnl != NULL && !jrnl_ready(w->jrnl, jwhy, sizeof(jwhy))) {
+		snprintf(why, whylen, "journal: %s", jwhy);
+		return 0;
+	}
+	return 1;
+}
+
+/* sched_hooks.transition: every state change goes to the journal. */
+static void
+hook_transition(const struct sched_job *job, enum sched_state from,
+    enum sched_state to, const struct sched_attempt *a, void *arg)
+{
+	struct wire *w = arg;
+	struct jrnl_transition t;
+
+	if (w->jrnl == NULL)
+		return;
+	memset(&t, 0, sizeof(t));
+	t.tenant = job->tenant;
+	t.job_id = job->id;
+	t.from_state = from < SCHED_NSTATES ? sched_state_name(from) : NULL;
+	t.to_state = sched_state_name(to);
+	t.at_ms = a != NULL && a->at_ms > 0 ? a->at_ms : clock_wall_ms();
+	t.shard = job->shard;
+	if (a != NULL) {
+		t.attempt = job->attempts > 0 ? job->attempts : 1;
+		t.http_status = a->status;
+		t.latency_ms = a->latency_ms;
+		t.error = a->error;
+		t.excerpt = a->excerpt;
+		t.excerpt_len = a->excerpt_len;
+	}
+	jrnl_transition(w->jrnl, &t);
+}
+
+/*
+ * The journal: journal.url, else an SQLite file under data_dir.  With
+ * journal.mode = off or the URL "none" there is none (w->jrnl NULL).
+ */
+static int
+journal_open(struct wire *w, char *err, size_t errlen)
+{
+	struct jrnl_config jc;
+	enum jrnl_err e;
+	char why[512], dir[PATH_MAX], host[256], *url = NULL;
+
+	if (conf.journal_mode == CONF_JOURNAL_OFF ||
+	    strcmp(conf.journal_url, "none") == 0)
+		return 0;
+	if (conf.journal_url[0] == '\0') {
+		if (mkdir(conf.data_dir, 0700) == -1 && errno != EEXIST) {
+			snprintf(err, errlen, "data_dir %s: %s", conf.data_dir,
+			    strerror(errno));
+			return -1;
+		}
+		if (realpath(conf.data_dir, dir) == NULL) {
+			snprintf(err, errlen, "data_dir %s: %s", conf.data_dir,
+			    strerror(errno));
+			return -1;
+		}
+		url = xasprintf("sqlite://%s/journal.db", dir);
+	} else
+		url = xstrdup(conf.journal_url);
+	if (gethostname(host, sizeof(host)) == -1)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	memset(&jc, 0, sizeof(jc));
+	jc.url = url;
+	jc.mode = conf.journal_mode == CONF_JOURNAL_SYNC ? JRNL_MODE_SYNC :
+	    JRNL_MODE_ASYNC;
+	jc.flush_interval_ms = conf.journal_flush_ms;
+	jc.retention_ms = conf.journal_retention_ms;
+	jc.instance = conf.instance;
+	jc.host = host;
+	jc.start_unavailable = 1;	/* a database down is not fatal */
+	w->jrnl = jrnl_open(&jc, &e, why, sizeof(why));
+	if (w->jrnl == NULL) {
+		snprintf(err, errlen, "journal: %s", why);
+		free(url);
+		return -1;
+	}
+	if (strncmp(url, "sqlite:", 7) == 0)
+		log_info("journal: %s (%s)", url, conf.journal_mode ==
+		    CONF_JOURNAL_SYNC ? "sync" : "async");
+	else
+		log_info("journal: MySQL/MariaDB (%s)", conf.journal_mode ==
+		    CONF_JOURNAL_SYNC ? "sync" : "async");
+	free(url);
+	return 0;
 }
 
 static size_t
@@ -295,6 +391,9 @@ wire_start(int listen_fd, char *err, size_t errlen)
 		goto fail;
 	}
 
+	if (journal_open(w, err, errlen) == -1)
+		goto fail;
+
 	memset(&dc, 0, sizeof(dc));
 	snprintf(ua, sizeof(ua), "retryd/%s", PACKAGE_VERSION);
 	dc.threads = (int)conf.disp_threads;
@@ -322,6 +421,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	hooks.topic_info = hook_topic_info;
 	hooks.capacity = hook_capacity;
 	hooks.deliver = hook_deliver;
+	hooks.transition = hook_transition;
 	hooks.arg = w;
 	if ((w->sched = sched_new(&sc, &hooks, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "scheduler: %s", why);
@@ -335,6 +435,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	w->ctx.sched = w->sched;
 	w->ctx.reg = w->reg;
 	w->ctx.disp = w->disp;
+	w->ctx.jrnl = w->jrnl;
 	w->ctx.version = PACKAGE_VERSION;
 	w->ctx.ready = wire_ready;
 	w->ctx.ready_arg = w;
@@ -358,6 +459,7 @@ fail:
 		sched_free(w->sched);
 	}
 	disp_free(w->disp);
+	jrnl_close(w->jrnl);
 	registry_free(w->reg);
 	free(w);
 	return NULL;
@@ -383,6 +485,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	sched_stop(w->sched);
 	disp_free(w->disp);
 	sched_free(w->sched);
+	jrnl_close(w->jrnl);		/* flushes the queued transitions */
 	registry_free(w->reg);
 	free(w);
 }
