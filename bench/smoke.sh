@@ -1,0 +1,55 @@
+#!/bin/sh
+#
+# smoke.sh - the make-check smoke of the bench tools: bench/run --smoke runs
+# every workload at tiny sizes against a private Redis, retryd and receiver.
+#
+# Key decision: this test fails when the tool fails or a correctness check
+# fails (a job early, missing or delivered twice, W4 not delivered at attempt
+# 3, a pull job not acked exactly once), and never on a timing figure: the
+# figures of a smoke on a loaded CI machine mean nothing.  TAP: one test for
+# the run, then one per workload line with its correctness verdict.
+
+: "${RETRYD_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${RETRYD_BUILDDIR:=$RETRYD_SRCDIR}"
+export RETRYD_BUILDDIR
+
+if [ "${REDIS_SERVER:-}" = no ] ||
+    ! command -v "${REDIS_SERVER:-redis-server}" >/dev/null 2>&1; then
+	echo "1..0 # SKIP no redis-server"
+	exit 0
+fi
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/retryd-bench-smoke.XXXXXX") || exit 1
+trap 'rm -rf "$out"' EXIT
+
+"$RETRYD_SRCDIR/bench/run" --smoke --out "$out" >"$out/run.out" 2>&1
+rc=$?
+
+n=1
+if [ $rc = 0 ]; then
+	echo "ok 1 - bench/run --smoke"
+else
+	echo "not ok 1 - bench/run --smoke exited $rc"
+	sed 's/^/# /' "$out/run.out" | tail -n 60
+fi
+fail=0
+[ $rc = 0 ] || fail=1
+want="w1_single w1_batch w2 w3 w4 w5 w6_preload w6_w2 w6_w1_single w6_w1_batch"
+for w in $want; do
+	n=$((n + 1))
+	line=$(grep "\"workload\":\"$w\"" "$out/results.jsonl" 2>/dev/null |
+	    tail -n 1)
+	case $line in
+	*'"ok_check":true'*)
+		echo "ok $n - $w: correctness checks" ;;
+	'')
+		echo "not ok $n - $w: no result"
+		fail=1 ;;
+	*)
+		echo "not ok $n - $w: correctness checks"
+		echo "# $line"
+		fail=1 ;;
+	esac
+done
+echo "1..$n"
+exit $fail

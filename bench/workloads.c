@@ -1,0 +1,654 @@
+/*
+ * workloads.c - the six workloads of retryd-bench (bench/README.md says
+ * what each measures and why).
+ *
+ * Key decision: the figures come from the receiver's clock, never from
+ * retryd's own metrics.  A job's body carries its sequence number and its
+ * due time, the receiver stamps each arrival with CLOCK_REALTIME, and the
+ * checks here compare the two: lateness is arrival minus due time, "never
+ * early" means no negative lateness, "exactly once" means every sequence
+ * number arrived once.  Every wait is bounded by --wait and polls the
+ * receiver's count; nothing sleeps in place of a condition.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "util/buf.h"
+#include "util/xmalloc.h"
+
+#define POLL_MS		50
+#define GRACE_MS	500	/* after the last expected arrival */
+
+static int64_t
+wall_ms(void)
+{
+	return hc_wall_us() / 1000;
+}
+
+/*
+ * Poll the receiver until tag has want records or the wall clock passes
+ * deadline_ms; the count seen last.
+ */
+static int64_t
+wait_count(struct bench *b, int tag, int64_t want, int64_t deadline_ms)
+{
+	int64_t n = -1;
+	int i;
+
+	for (i = 0; i < 1000000; i++) {
+		n = bench_rcv_count(b, tag);
+		if (n >= want || wall_ms() >= deadline_ms)
+			break;
+		bench_sleep_ms(POLL_MS);
+	}
+	return n;
+}
+
+static void
+emit_push(struct bench *b, const char *name, const struct push_spec *s,
+    struct push_result *r, int64_t mem0, int64_t keys0, int64_t mem1,
+    int64_t keys1)
+{
+	struct json_object *o = json_object_new_object();
+	double secs = (double)r->elapsed_us / 1e6;
+
+	jset_int(o, "jobs", s->n);
+	jset_int(o, "ok", r->ok);
+	jset_int(o, "failed", r->failed);
+	jset_int(o, "batch", s->batch);
+	jset_int(o, "in_flight", s->conc);
+	jset_dbl(o, "elapsed_s", secs);
+	jset_dbl(o, "jobs_per_s", secs > 0 ? (double)r->ok / secs : 0);
+	jset_pcts_ms(o, "req", &r->lat_us);
+	if (mem0 >= 0 && mem1 >= 0 && r->ok > 0) {
+		jset_int(o, "redis_used_memory", mem1);
+		jset_int(o, "redis_keys", keys1);
+		jset_dbl(o, "bytes_per_job", (double)(mem1 - mem0) /
+		    (double)r->ok);
+		jset_dbl(o, "keys_per_job", (double)(keys1 - keys0) /
+		    (double)r->ok);
+	}
+	if (r->first_error[0] != '\0')
+		jset_str(o, "first_error", r->first_error);
+	jset_bool(o, "ok_check", r->failed == 0);
+	if (r->failed > 0) {
+		fprintf(stderr, "retryd-bench: %s: %" PRId64 " of %" PRId64
+		    " jobs refused (%s)\n", name, r->failed, s->n,
+		    r->first_error);
+		b->failures++;
+	}
+	bench_emit(b, name, o);
+}
+
+/* Push with the Redis memory read before and after. */
+static int
+push_measured(struct bench *b, const char *name, const struct push_spec *s)
+{
+	struct push_result r;
+	int64_t mem0 = -1, keys0 = -1, mem1 = -1, keys1 = -1;
+	int rc;
+
+	bench_redis_mem(b, &mem0, &keys0);
+	rc = bench_push(b, s, &r);
+	bench_redis_mem(b, &mem1, &keys1);
+	emit_push(b, name, s, &r, mem0, keys0, mem1, keys1);
+	samples_free(&r.lat_us);
+	return rc;
+}
+
+/* W1: enqueue throughput and Redis bytes per pending job. */
+int
+bench_w1(struct bench *b)
+{
+	struct push_spec s;
+
+	if (bench_push_topic(b, "w1", TAG_W1, NULL, NULL) == -1)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.topic = "w1";
+	s.n = b->w1_jobs;
+	s.batch = 1;
+	s.conc = b->w1_conc;
+	s.delay_ms = b->w1_ahead_ms;
+	if (push_measured(b, "w1_single", &s) == -1)
+		return -1;
+	s.batch = b->batch;
+	s.conc = b->batch_conc;
+	return push_measured(b, "w1_batch", &s);
+}
+
+/* Exactly-once delivery of jobs pushed by spec, first attempt each. */
+struct once {
+	int64_t		 delivered;
+	int64_t		 missing;
+	int64_t		 dups;
+	int64_t		 early;
+	int64_t		 bad;		/* unknown seq or wrong due time */
+	int64_t		 not_first;	/* arrived at attempt != 1 */
+	int64_t		 first_us;
+	int64_t		 last_us;
+	struct samples	 late_us;
+};
+
+static void
+check_once(const struct arrivals *a, const struct push_spec *s,
+    struct once *c)
+{
+	uint8_t *seen;
+	int64_t due, late, i;
+	size_t k;
+
+	memset(c, 0, sizeof(*c));
+	seen = xcalloc((size_t)s->n, 1);
+	for (k = 0; k < a->n; k++) {
+		const struct arrival *x = &a->v[k];
+
+		if (x->seq < 0 || x->seq >= s->n) {
+			c->bad++;
+			continue;
+		}
+		due = push_due_ms(s, x->seq);
+		if (x->due_ms != due)
+			c->bad++;
+		if (seen[x->seq]) {
+			c->dups++;
+			continue;
+		}
+		seen[x->seq] = 1;
+		c->delivered++;
+		if (x->attempt != 1)
+			c->not_first++;
+		late = x->wall_us - due * 1000;
+		if (late < 0)
+			c->early++;
+		samples_add(&c->late_us, late);
+		if (c->first_us == 0 || x->wall_us < c->first_us)
+			c->first_us = x->wall_us;
+		if (x->wall_us > c->last_us)
+			c->last_us = x->wall_us;
+	}
+	for (i = 0; i < s->n; i++)
+		if (!seen[i])
+			c->missing++;
+	free(seen);
+}
+
+static int
+once_ok(const struct once *c)
+{
+	return c->missing == 0 && c->dups == 0 && c->early == 0 &&
+	    c->bad == 0 && c->not_first == 0;
+}
+
+static void
+once_json(struct json_object *o, struct once *c)
+{
+	jset_int(o, "delivered", c->delivered);
+	jset_int(o, "missing", c->missing);
+	jset_int(o, "duplicates", c->dups);
+	jset_int(o, "early", c->early);
+	jset_int(o, "bad", c->bad);
+	jset_int(o, "not_first_attempt", c->not_first);
+	jset_pcts_ms(o, "late", &c->late_us);
+}
+
+/*
+ * Push spec's jobs (due from lead ahead), wait for want arrivals under tag,
+ * and fetch them.  *enq_late: the push ended after the first due time.
+ */
+static int
+push_and_collect(struct bench *b, const char *name, struct push_spec *s,
+    int tag, int64_t want, int64_t last_due_ms, struct arrivals *a,
+    struct push_result *r, int *enq_late)
+{
+	int64_t n;
+
+	if (bench_rcv_reset(b) == -1) {
+		fprintf(stderr, "retryd-bench: %s: receiver reset failed\n",
+		    name);
+		return -1;
+	}
+	if (bench_push(b, s, r) == -1 || r->failed > 0) {
+		fprintf(stderr, "retryd-bench: %s: push failed: %" PRId64
+		    " refused (%s)\n", name, r->failed, r->first_error);
+		b->failures++;
+	}
+	*enq_late = wall_ms() > s->base_ms;
+	if (*enq_late)
+		fprintf(stderr, "retryd-bench: %s: the push ended %" PRId64
+		    " ms after the first due time; raise --lead\n", name,
+		    wall_ms() - s->base_ms);
+	n = wait_count(b, tag, want, last_due_ms + b->wait_ms);
+	/* Let duplicates, if any, arrive before judging. */
+	bench_sleep_ms(GRACE_MS);
+	if (n < want)
+		fprintf(stderr, "retryd-bench: %s: %" PRId64 " of %" PRId64
+		    " arrivals by the deadline\n", name, n < 0 ? 0 : n, want);
+	return bench_rcv_fetch(b, tag, a);
+}
+
+static int
+timed_once(struct bench *b, const char *name, const char *topic, int tag,
+    int64_t jobs, int64_t spread_ms, int burst)
+{
+	struct push_spec s;
+	struct push_result r;
+	struct arrivals a;
+	struct once c;
+	struct json_object *o;
+	int enq_late, rc;
+	double drain_s;
+
+	if (bench_push_topic(b, topic, tag, NULL, NULL) == -1)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	memset(&a, 0, sizeof(a));
+	s.topic = topic;
+	s.n = jobs;
+	s.batch = b->batch;
+	s.conc = b->batch_conc;
+	s.delay_ms = -1;
+	s.base_ms = wall_ms() + b->lead_ms;
+	s.spread_ms = spread_ms;
+	rc = push_and_collect(b, name, &s, tag, jobs, s.base_ms + spread_ms,
+	    &a, &r, &enq_late);
+	if (rc == -1) {
+		samples_free(&r.lat_us);
+		return -1;
+	}
+	check_once(&a, &s, &c);
+	o = json_object_new_object();
+	jset_int(o, "jobs", jobs);
+	jset_int(o, "spread_ms", spread_ms);
+	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
+	jset_bool(o, "enqueue_late", enq_late);
+	once_json(o, &c);
+	if (burst && c.delivered > 0) {
+		drain_s = (double)(c.last_us - s.base_ms * 1000) / 1e6;
+		jset_dbl(o, "drain_s", drain_s);
+		jset_dbl(o, "deliveries_per_s", drain_s > 0 ?
+		    (double)c.delivered / drain_s : 0);
+		jset_dbl(o, "first_late_ms",
+		    (double)(c.first_us - s.base_ms * 1000) / 1000.0);
+	}
+	jset_bool(o, "ok_check", once_ok(&c));
+	if (!once_ok(&c)) {
+		fprintf(stderr, "retryd-bench: %s: delivered %" PRId64 ", "
+		    "missing %" PRId64 ", duplicates %" PRId64 ", early %"
+		    PRId64 ", bad %" PRId64 ", not at attempt 1 %" PRId64 "\n",
+		    name, c.delivered, c.missing, c.dups, c.early, c.bad,
+		    c.not_first);
+		b->failures++;
+	}
+	bench_emit(b, name, o);
+	samples_free(&c.late_us);
+	samples_free(&r.lat_us);
+	arrivals_free(&a);
+	return 0;
+}
+
+/* W2: lateness of jobs due uniformly over a spread. */
+int
+bench_w2(struct bench *b)
+{
+	return timed_once(b, "w2", "w2", TAG_W2, b->w2_jobs, b->w2_spread_ms,
+	    0);
+}
+
+/* W3: a burst of jobs due at one instant. */
+int
+bench_w3(struct bench *b)
+{
+	return timed_once(b, "w3", "w3", TAG_W3, b->w3_jobs, 0, 1);
+}
+
+/* W4: retries on <0,1s,2s> with the first two attempts failing. */
+#define W4_ATTEMPTS	3
+
+int
+bench_w4(struct bench *b)
+{
+	static const int64_t wait_us[W4_ATTEMPTS] = { 0, 1000000, 2000000 };
+	struct push_spec s;
+	struct push_result r;
+	struct arrivals a;
+	struct samples err, err2, late;
+	struct json_object *o;
+	int64_t (*at)[W4_ATTEMPTS], at3 = 0, missing = 0, extra = 0;
+	int64_t dups = 0, bad = 0, early = 0, e, i;
+	int enq_late, k, okk;
+	size_t j;
+
+	if (bench_push_topic(b, "w4", TAG_W4, "fail=2", "<0,1s,2s>") == -1)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	memset(&a, 0, sizeof(a));
+	memset(&err, 0, sizeof(err));
+	memset(&err2, 0, sizeof(err2));
+	memset(&late, 0, sizeof(late));
+	s.topic = "w4";
+	s.n = b->w4_jobs;
+	s.batch = b->batch;
+	s.conc = b->batch_conc;
+	s.delay_ms = -1;
+	s.base_ms = wall_ms() + b->lead_ms;
+	s.spread_ms = b->w4_spread_ms;
+	if (push_and_collect(b, "w4", &s, TAG_W4, s.n * W4_ATTEMPTS,
+	    s.base_ms + s.spread_ms + 3000, &a, &r, &enq_late) == -1) {
+		samples_free(&r.lat_us);
+		return -1;
+	}
+	at = xcalloc((size_t)s.n, sizeof(*at));
+	for (j = 0; j < a.n; j++) {
+		const struct arrival *x = &a.v[j];
+
+		if (x->seq < 0 || x->seq >= s.n ||
+		    x->due_ms != push_due_ms(&s, x->seq)) {
+			bad++;
+			continue;
+		}
+		if (x->attempt < 1 || x->attempt > W4_ATTEMPTS) {
+			extra++;
+			continue;
+		}
+		/* The receiver fails attempts 1 and 2 with 500. */
+		if (x->status != (x->attempt < W4_ATTEMPTS ? 500 : 200))
+			bad++;
+		if (at[x->seq][x->attempt - 1] != 0) {
+			dups++;
+			continue;
+		}
+		at[x->seq][x->attempt - 1] = x->wall_us;
+	}
+	for (i = 0; i < s.n; i++) {
+		okk = 1;
+		for (k = 0; k < W4_ATTEMPTS; k++)
+			if (at[i][k] == 0) {
+				missing++;
+				okk = 0;
+			}
+		if (!okk)
+			continue;
+		at3++;
+		e = at[i][0] - push_due_ms(&s, i) * 1000;
+		if (e < 0)
+			early++;
+		samples_add(&late, e);
+		for (k = 1; k < W4_ATTEMPTS; k++) {
+			/*
+			 * From the receiver's answer to the next arrival.
+			 * retryd keeps times in whole milliseconds, so the
+			 * failure it counts from may be up to 1 ms before the
+			 * answer seen here in microseconds: only more than
+			 * that is early.
+			 */
+			e = at[i][k] - at[i][k - 1] - wait_us[k];
+			if (e < -1000)
+				early++;
+			samples_add(&err, e);
+			if (k == 2)
+				samples_add(&err2, e);
+		}
+	}
+	o = json_object_new_object();
+	jset_int(o, "jobs", s.n);
+	jset_str(o, "schedule", "<0,1s,2s>");
+	jset_int(o, "delivered_at_attempt_3", at3);
+	jset_int(o, "missing_attempts", missing);
+	jset_int(o, "extra_attempts", extra);
+	jset_int(o, "duplicates", dups);
+	jset_int(o, "bad", bad);
+	jset_int(o, "early", early);
+	jset_bool(o, "enqueue_late", enq_late);
+	jset_pcts_ms(o, "spacing_err", &err);
+	jset_dbl(o, "spacing2_err_p99_ms", (double)samples_pct(&err2, 99) /
+	    1000.0);
+	jset_pcts_ms(o, "late", &late);
+	okk = at3 == s.n && extra == 0 && dups == 0 && bad == 0 && early == 0;
+	jset_bool(o, "ok_check", okk);
+	if (!okk) {
+		fprintf(stderr, "retryd-bench: w4: %" PRId64 " of %" PRId64
+		    " delivered at attempt 3; missing attempts %" PRId64
+		    ", extra %" PRId64 ", duplicates %" PRId64 ", bad %"
+		    PRId64 ", early %" PRId64 "\n", at3, s.n, missing, extra,
+		    dups, bad, early);
+		b->failures++;
+	}
+	bench_emit(b, "w4", o);
+	free(at);
+	samples_free(&err);
+	samples_free(&err2);
+	samples_free(&late);
+	samples_free(&r.lat_us);
+	arrivals_free(&a);
+	return 0;
+}
+
+/* W5: pull consumers, each looping reserve then ack. */
+struct consumer {
+	int	 acking;
+	int64_t	 seq;
+	char	 id[128];
+	char	 token[512];
+};
+
+struct pull {
+	struct bench	*b;
+	int64_t		 n;
+	int64_t		 acked;
+	int64_t		 reserved;
+	int64_t		 empty;
+	int64_t		 errors;
+	int64_t		 dups;
+	int64_t		 bad;
+	struct consumer	*cons;
+	uint8_t		*seen;
+	struct samples	 lat_us;
+	struct hc_pool	*pool;
+	char		 first_error[256];
+};
+
+static int
+pull_next(void *arg, int slot, struct buf *req)
+{
+	struct pull *p = arg;
+	struct consumer *c = &p->cons[slot];
+	char path[256], body[600];
+
+	if (p->acked >= p->n)
+		return 0;
+	if (c->acking) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s/ack", c->id);
+		snprintf(body, sizeof(body), "{\"token\":\"%s\"}", c->token);
+		return hc_format(req, &p->b->api, "POST", path, p->b->auth,
+		    body, strlen(body)) == -1 ? -1 : 1;
+	}
+	return hc_format(req, &p->b->api, "GET",
+	    "/v1/topics/w5/reserve?wait_ms=1000", p->b->auth, NULL, 0) ==
+	    -1 ? -1 : 1;
+}
+
+static int64_t
+body_seq(struct json_object *job)
+{
+	struct json_object *body, *v, *parsed = NULL;
+	int64_t seq = -1;
+
+	if (!json_object_object_get_ex(job, "body", &body))
+		return -1;
+	if (json_object_is_type(body, json_type_string)) {
+		parsed = json_tokener_parse(json_object_get_string(body));
+		body = parsed;
+	}
+	if (body != NULL && json_object_object_get_ex(body, "s", &v))
+		seq = json_object_get_int64(v);
+	json_object_put(parsed);
+	return seq;
+}
+
+static void
+pull_error(struct pull *p, const struct hc_resp *r, const char *what)
+{
+	p->errors++;
+	if (p->first_error[0] == '\0')
+		snprintf(p->first_error, sizeof(p->first_error),
+		    "%s: status %d: %.200s", what, r->status, r->body);
+}
+
+static void
+pull_done(void *arg, int slot, const struct hc_resp *r)
+{
+	struct pull *p = arg;
+	struct consumer *c = &p->cons[slot];
+	struct json_object *o, *v;
+
+	if (c->acking) {
+		c->acking = 0;
+		if (r->status != 200 && r->status != 204) {
+			pull_error(p, r, "ack");
+			return;
+		}
+		p->acked++;
+		if (c->seq < 0 || c->seq >= p->n)
+			p->bad++;
+		else if (p->seen[c->seq]++ > 0)
+			p->dups++;
+		if (p->acked >= p->n)
+			hc_pool_stop(p->pool);
+		return;
+	}
+	samples_add(&p->lat_us, r->lat_us);
+	if (r->status == 204) {
+		p->empty++;
+		return;
+	}
+	if (r->status != 200) {
+		pull_error(p, r, "reserve");
+		return;
+	}
+	o = json_tokener_parse(r->body);
+	if (o == NULL || !json_object_object_get_ex(o, "id", &v) ||
+	    snprintf(c->id, sizeof(c->id), "%s", json_object_get_string(v)) >=
+	    (int)sizeof(c->id) ||
+	    !json_object_object_get_ex(o, "token", &v) ||
+	    snprintf(c->token, sizeof(c->token), "%s",
+	    json_object_get_string(v)) >= (int)sizeof(c->token)) {
+		pull_error(p, r, "reserve answer");
+		json_object_put(o);
+		return;
+	}
+	c->seq = body_seq(o);
+	c->acking = 1;
+	p->reserved++;
+	json_object_put(o);
+}
+
+int
+bench_w5(struct bench *b)
+{
+	static const struct hc_ops ops = { pull_next, pull_done };
+	struct push_spec s;
+	struct push_result r;
+	struct pull p;
+	struct json_object *o;
+	int64_t t0, elapsed, missing = 0, i;
+	int okk, rc = 0;
+	double secs;
+
+	if (bench_topic(b, "w5", "{\"mode\":\"pull\",\"ttr_ms\":30000}") ==
+	    -1)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.topic = "w5";
+	s.n = b->w5_jobs;
+	s.batch = b->batch;
+	s.conc = b->batch_conc;
+	s.delay_ms = 0;
+	if (bench_push(b, &s, &r) == -1 || r.failed > 0) {
+		fprintf(stderr, "retryd-bench: w5: push failed: %" PRId64
+		    " refused (%s)\n", r.failed, r.first_error);
+		b->failures++;
+	}
+	memset(&p, 0, sizeof(p));
+	p.b = b;
+	p.n = r.ok;
+	p.cons = xcalloc((size_t)b->w5_conc, sizeof(*p.cons));
+	p.seen = xcalloc((size_t)s.n, 1);
+	p.pool = hc_pool_new(&b->api, b->w5_conc, &ops, &p, 30000);
+	if (p.pool == NULL) {
+		rc = -1;
+		goto out;
+	}
+	t0 = hc_mono_us();
+	hc_pool_run(p.pool, t0 + b->wait_ms * 1000);
+	elapsed = hc_mono_us() - t0;
+	for (i = 0; i < s.n; i++)
+		if (!p.seen[i])
+			missing++;
+	secs = (double)elapsed / 1e6;
+	o = json_object_new_object();
+	jset_int(o, "jobs", s.n);
+	jset_int(o, "consumers", b->w5_conc);
+	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
+	jset_int(o, "acked", p.acked);
+	jset_dbl(o, "elapsed_s", secs);
+	jset_dbl(o, "per_s", secs > 0 ? (double)p.acked / secs : 0);
+	jset_int(o, "empty_reserves", p.empty);
+	jset_int(o, "errors", p.errors);
+	jset_int(o, "duplicates", p.dups);
+	jset_int(o, "missing", missing);
+	jset_int(o, "bad", p.bad);
+	jset_pcts_ms(o, "reserve", &p.lat_us);
+	if (p.first_error[0] != '\0')
+		jset_str(o, "first_error", p.first_error);
+	okk = missing == 0 && p.dups == 0 && p.bad == 0 && p.errors == 0 &&
+	    r.failed == 0;
+	jset_bool(o, "ok_check", okk);
+	if (!okk) {
+		fprintf(stderr, "retryd-bench: w5: acked %" PRId64 " of %"
+		    PRId64 ", missing %" PRId64 ", duplicates %" PRId64
+		    ", errors %" PRId64 " (%s)\n", p.acked, s.n, missing,
+		    p.dups, p.errors, p.first_error);
+		b->failures++;
+	}
+	bench_emit(b, "w5", o);
+out:
+	hc_pool_free(p.pool);
+	free(p.cons);
+	free(p.seen);
+	samples_free(&p.lat_us);
+	samples_free(&r.lat_us);
+	return rc;
+}
+
+/* W6: W2 and W1 again over a backlog of pending jobs. */
+int
+bench_w6(struct bench *b)
+{
+	struct push_spec s;
+	const char *label = b->label;
+	int rc = 0;
+
+	if (bench_push_topic(b, "backlog", TAG_BACKLOG, NULL, NULL) == -1)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.topic = "backlog";
+	s.n = b->w6_pending;
+	s.batch = b->batch;
+	s.conc = b->batch_conc;
+	s.delay_ms = INT64_C(86400000);	/* a day ahead: never fires here */
+	if (s.n > 0 && push_measured(b, "w6_preload", &s) == -1)
+		return -1;
+	b->label = "w6";
+	/* W2 first: W1's jobs fall due a minute later and must not
+	 * disturb it. */
+	if (bench_w2(b) == -1 || bench_w1(b) == -1)
+		rc = -1;
+	b->label = label;
+	return rc;
+}
