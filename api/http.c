@@ -466,6 +466,24 @@ api_resume(struct api_req *req)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+int
+api_client_gone(struct api_req *req)
+{
+	const union MHD_ConnectionInfo *ci;
+	char c;
+	ssize_t n;
+
+	ci = MHD_get_connection_info(req->conn,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci == NULL)
+		return 0;
+	n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0)
+		return 1;
+	return n == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR;
+}
+
 void *
 api_server_arg(struct api_server *srv)
 {
@@ -619,10 +637,15 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD |
 	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 
-#ifdef MHD_USE_EPOLL
+	/*
+	 * MHD_USE_EPOLL is an enum constant, not a macro: test the feature at
+	 * run time only.  Without epoll MHD falls back to poll(), never to
+	 * select(), whose FD_SETSIZE would cap us at ~1000 connections.
+	 */
 	if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
 		flags |= MHD_USE_EPOLL;
-#endif
+	else if (MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES)
+		flags |= MHD_USE_POLL;
 	srv->cfg = *cfg;
 	pthread_mutex_init(&srv->lock, NULL);
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,

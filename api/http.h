@@ -121,6 +121,12 @@ void	api_suspend(struct api_req *req);
 /* Call the handler of a suspended req again (any thread). */
 void	api_resume(struct api_req *req);
 
+/*
+ * 1 when the client has closed its end of the connection or reset it (a
+ * parked long-poll whose client left), 0 otherwise.  Never blocks.
+ */
+int	api_client_gone(struct api_req *req);
+
 /* Parse the body as JSON (an object); -1 after answering 400. */
 int	api_body_json(struct api_req *req, json_object **out);
 
