@@ -29,6 +29,7 @@ EXTRA_DIST += tests/openapi_check.sh
 
 # Black-box tests of the REST API (test_api_lib.py is their shared helper).
 TESTS += tests/bb/test_api_tenants.py tests/bb/test_api_topics.py \
-	tests/bb/test_api_jobs.py
+	tests/bb/test_api_jobs.py tests/bb/test_api_pull.py
 EXTRA_DIST += tests/bb/test_api_lib.py tests/bb/test_api_tenants.py \
-	tests/bb/test_api_topics.py tests/bb/test_api_jobs.py
+	tests/bb/test_api_topics.py tests/bb/test_api_jobs.py \
+	tests/bb/test_api_pull.py

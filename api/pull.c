@@ -485,6 +485,20 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	gen = w->list->gen;
 	pthread_mutex_unlock(&pull_lock);
 
+	/*
+	 * A consumer that left while parked must not take a job it will
+	 * never see: end it, and pass a wake-up it may have had to the next.
+	 */
+	if (api_client_gone(req)) {
+		api_reply_empty(req, 204);
+		pthread_mutex_lock(&pull_lock);
+		if (!w->timed_out && w->list->head != NULL &&
+		    w->list->head != w)
+			waiter_wake(w->list->head, 0);
+		pthread_mutex_unlock(&pull_lock);
+		return;
+	}
+
 	e = sched_reserve(ctx->sched, req->tenant, w->topic, w->ttr_ms, &job);
 	if (e == SCHED_OK) {
 		api_reply_json(req, 200, reserved_json(job, w->ttr_ms));
@@ -565,6 +579,15 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 	oc.kind = ack ? SCHEDULE_OK : SCHEDULE_NACK;
 	oc.retry_after_ms = -1;
 	e = sched_report(ctx->sched, req->tenant, id, token, &oc, NULL, &d);
+	if (e == SCHED_ESTALE) {
+		/* A token matches no job that does not exist: say so. */
+		struct sched_job *job = NULL;
+
+		if (sched_get(ctx->sched, req->tenant, id, &job) ==
+		    SCHED_ENOTFOUND)
+			e = SCHED_ENOTFOUND;
+		sched_job_free(job);
+	}
 	if (e == SCHED_ECONFLICT) {
 		api_error(req, 409, "job_not_reserved", NULL,
 		    "the job is not reserved");
