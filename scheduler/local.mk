@@ -1,6 +1,50 @@
-# scheduler: the Redis delay core (see Makefile.am and docs/internals/SCHEDULER.md)
+# scheduler: the Redis delay core (see Makefile.am and
+# docs/internals/SCHEDULER.md).  The Lua scripts under scheduler/scripts/ are
+# the source of truth; scripts_gen.c is made from them at build time.
 noinst_LIBRARIES += libscheduler.a
 libscheduler_a_SOURCES = \
-	scheduler/conn.c scheduler/conn.h
+	scheduler/conn.c scheduler/conn.h \
+	scheduler/scripts.c scheduler/scripts.h \
+	scheduler/record.c scheduler/store.c scheduler/query.c \
+	scheduler/lease.c scheduler/timer.c scheduler/sub.c \
+	scheduler/sched.c scheduler/sched.h scheduler/sched_int.h
+nodist_libscheduler_a_SOURCES = scheduler/scripts_gen.c
 libscheduler_a_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS)
+
+SCHED_LUA = \
+	scheduler/scripts/lib.lua scheduler/scripts/push.lua \
+	scheduler/scripts/cancel.lua scheduler/scripts/reschedule.lua \
+	scheduler/scripts/promote.lua scheduler/scripts/reserve.lua \
+	scheduler/scripts/finish.lua scheduler/scripts/restore.lua \
+	scheduler/scripts/redrive.lua scheduler/scripts/purge.lua \
+	scheduler/scripts/lease.lua scheduler/scripts/heartbeat.lua \
+	scheduler/scripts/schema.lua
+EXTRA_DIST += $(SCHED_LUA)
+CLEANFILES += scheduler/scripts_gen.c
+
+# Each .lua file becomes one C string, sched_lua_NAME (sed escapes \ and ").
+scheduler/scripts_gen.c: $(SCHED_LUA) scheduler/local.mk
+	$(AM_V_GEN)$(MKDIR_P) scheduler && { \
+	  echo '/* Generated from scheduler/scripts/: do not edit. */'; \
+	  echo '#include "config.h"'; \
+	  echo '#include "scheduler/scripts.h"'; \
+	  for f in $(SCHED_LUA); do \
+	    test -f "$$f" || f="$(srcdir)/$$f"; \
+	    n=`basename "$$f" .lua`; \
+	    echo "const char sched_lua_$$n[] ="; \
+	    $(SED) -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/	"/' \
+	      -e 's/$$/\\n"/' "$$f" || exit 1; \
+	    echo '	"";'; \
+	  done; } > $@-t && mv -f $@-t $@
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_sched
+TESTS += tests/unit/test_sched
+tests_unit_test_sched_SOURCES = tests/unit/test_sched.c \
+	tests/unit/test_sched_multi.c tests/unit/test_sched.h \
+	tests/unit/redisfix.c tests/unit/redisfix.h
+tests_unit_test_sched_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_sched_LDADD = libscheduler.a libschedules.a libutil.a \
+	$(HIREDIS_LIBS) $(CMOCKA_LIBS) -lpthread
+endif
 libscheduler_a_SOURCES += scheduler/registry.c scheduler/registry.h

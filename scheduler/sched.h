@@ -147,7 +147,13 @@ int	sched_start(struct sched *s);
 int	sched_ready(struct sched *s, char *why, size_t whylen);
 /* Stop taking new due jobs (drain); the threads keep renewing leases. */
 void	sched_quiesce(struct sched *s);
+/* Stops the threads and hands the leases back. */
 void	sched_stop(struct sched *s);
+/*
+ * Tests: stop as if the process died (leases, node and heartbeat are left
+ * to time out in Redis).
+ */
+void	sched_abandon(struct sched *s);
 void	sched_free(struct sched *s);
 /* Wake the timer now (after the fake clock moved). */
 void	sched_kick(struct sched *s);

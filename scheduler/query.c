@@ -1,0 +1,532 @@
+/*
+ * query.c - the scheduler's reads: a job with its attempt log, counts per
+ * state, the dead letters of a topic newest first, the shard holding a
+ * topic's best ready job, a bizkey's job.  Plain commands, no scripts: a read
+ * needs no atomicity beyond one command's.
+ *
+ * Key decision: a read that spans a tenant's shards is one pipeline of one
+ * command per shard (one round trip), merged here: counts are summed, the
+ * dead letters are merged by (dead time, id key) descending with a cursor
+ * that names the last one returned, ready heads are ordered by their score.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sched_int.h"
+#include "util/crypto.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define DEAD_LIST_MAX	1000
+
+/*
+ * Sends n commands (argv/lens per command) and reads the n replies into
+ * out[]; SCHED_OK, or an error with every reply freed.
+ */
+static enum sched_err
+pipeline(redisContext *c, int n, int argc, const char *const *argv,
+    const size_t *lens, redisReply **out, int *broken)
+{
+	void *rep;
+	int i, j;
+
+	for (i = 0; i < n; i++)
+		if (redisAppendCommandArgv(c, argc, (const char **)argv +
+		    (size_t)i * (size_t)argc, lens + (size_t)i *
+		    (size_t)argc) != REDIS_OK) {
+			*broken = 1;
+			return SCHED_EUNAVAIL;
+		}
+	for (i = 0; i < n; i++) {
+		if (redisGetReply(c, &rep) != REDIS_OK) {
+			for (j = 0; j < i; j++)
+				freeReplyObject(out[j]);
+			*broken = 1;
+			log_warnx("redis: %s", c->errstr);
+			return SCHED_EUNAVAIL;
+		}
+		out[i] = rep;
+	}
+	return SCHED_OK;
+}
+
+static void
+free_replies(redisReply **r, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i] != NULL)
+			freeReplyObject(r[i]);
+}
+
+/* The job at idk in shard, with its log; ENOTFOUND when absent. */
+static enum sched_err
+fetch(struct sched *s, redisContext *c, const char *tenant, int shard,
+    const char *idk, size_t idklen, int want_log, struct sched_job **out,
+    int *broken)
+{
+	char kj[SCHED_KEY_MAX], ka[SCHED_KEY_MAX];
+	const char *argv[6];
+	size_t lens[6];
+	redisReply *r[2] = { NULL, NULL };
+	struct sched_job *job;
+	enum sched_err e;
+	int n = want_log ? 2 : 1;
+
+	sched_key(kj, tenant, shard, "j", NULL);
+	sched_key(ka, tenant, shard, "a", NULL);
+	argv[0] = argv[3] = "HGET";
+	lens[0] = lens[3] = 4;
+	argv[1] = kj;
+	lens[1] = strlen(kj);
+	argv[4] = ka;
+	lens[4] = strlen(ka);
+	argv[2] = argv[5] = idk;
+	lens[2] = lens[5] = idklen;
+	if ((e = pipeline(c, n, 3, argv, lens, r, broken)) != SCHED_OK)
+		return e;
+	if (r[0]->type == REDIS_REPLY_NIL) {
+		e = SCHED_ENOTFOUND;
+		goto out;
+	}
+	if (r[0]->type != REDIS_REPLY_STRING) {
+		e = sched_reply_err(c, r[0], broken, "HGET");
+		goto out;
+	}
+	job = sched_rec_decode(tenant, shard, idk, idklen, r[0]->str,
+	    r[0]->len);
+	if (job == NULL) {
+		log_warnx("redis: a malformed job record in %s", kj);
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	if (want_log && r[1]->type == REDIS_REPLY_STRING &&
+	    sched_attlog_decode(r[1]->str, r[1]->len, &job->attempt_log,
+	    &job->nattempt_log) == -1)
+		log_warnx("redis: a malformed attempt log in %s", ka);
+	*out = job;
+out:
+	free_replies(r, n);
+	return e;
+}
+
+enum sched_err
+sched_q_job(struct sched *s, redisContext *c, const char *tenant,
+    const char *id, int want_log, struct sched_job **out, int *broken)
+{
+	char idk[SCHED_IDKEY_MAX], kj[SCHED_KEY_MAX];
+	const char **argv = NULL;
+	size_t *lens = NULL, idklen;
+	redisReply **r = NULL;
+	struct id_parts ip;
+	enum sched_err e;
+	int first, n, i, found = -1;
+
+	*out = NULL;
+	if (!sched_valid_tenant(tenant) || sched_idkey(id, idk, &idklen) == -1)
+		return SCHED_ENOTFOUND;
+	first = sched_shard_of(s, id);
+	e = fetch(s, c, tenant, first, idk, idklen, want_log, out, broken);
+	if (e != SCHED_ENOTFOUND ||
+	    (id_parse(id, &ip) == 0 && (int)ip.shard < s->cfg.shards))
+		return e;
+
+	/* A client-given id with a bizkey lives in its bizkey's shard. */
+	n = s->cfg.shards;
+	argv = xcalloc((size_t)n * 3, sizeof(*argv));
+	lens = xcalloc((size_t)n * 3, sizeof(*lens));
+	r = xcalloc((size_t)n, sizeof(*r));
+	for (i = 0; i < n; i++) {
+		sched_key(kj, tenant, i, "j", NULL);
+		argv[3 * i] = "HEXISTS";
+		lens[3 * i] = 7;
+		argv[3 * i + 1] = xstrdup(kj);
+		lens[3 * i + 1] = strlen(kj);
+		argv[3 * i + 2] = idk;
+		lens[3 * i + 2] = idklen;
+	}
+	e = pipeline(c, n, 3, argv, lens, r, broken);
+	if (e == SCHED_OK) {
+		for (i = 0; i < n; i++)
+			if (found < 0 && i != first &&
+			    r[i]->type == REDIS_REPLY_INTEGER &&
+			    r[i]->integer == 1)
+				found = i;
+		free_replies(r, n);
+		e = found < 0 ? SCHED_ENOTFOUND : fetch(s, c, tenant, found,
+		    idk, idklen, want_log, out, broken);
+	}
+	for (i = 0; i < n; i++)
+		free((char *)argv[3 * i + 1]);
+	free(argv);
+	free(lens);
+	free(r);
+	return e;
+}
+
+enum sched_err
+sched_q_counts(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, int64_t counts[SCHED_NSTATES], int *broken)
+{
+	const int argc = 2 + SCHED_NSTATES;
+	char (*keys)[SCHED_KEY_MAX], fields[SCHED_NSTATES][160];
+	const char **argv;
+	size_t *lens;
+	redisReply **r;
+	enum sched_err e;
+	int n = s->cfg.shards, i, st;
+	char *end;
+	long long v;
+
+	memset(counts, 0, sizeof(int64_t) * SCHED_NSTATES);
+	for (st = 0; st < SCHED_NSTATES; st++)
+		snprintf(fields[st], sizeof(fields[st]), "%s:%d",
+		    topic != NULL ? topic : "", st);
+	keys = xcalloc((size_t)n, sizeof(*keys));
+	argv = xcalloc((size_t)n * (size_t)argc, sizeof(*argv));
+	lens = xcalloc((size_t)n * (size_t)argc, sizeof(*lens));
+	r = xcalloc((size_t)n, sizeof(*r));
+	for (i = 0; i < n; i++) {
+		const char **a = argv + (size_t)i * (size_t)argc;
+		size_t *l = lens + (size_t)i * (size_t)argc;
+
+		sched_key(keys[i], tenant, i, "c", NULL);
+		a[0] = "HMGET";
+		l[0] = 5;
+		a[1] = keys[i];
+		l[1] = strlen(keys[i]);
+		for (st = 0; st < SCHED_NSTATES; st++) {
+			a[2 + st] = fields[st];
+			l[2 + st] = strlen(fields[st]);
+		}
+	}
+	e = pipeline(c, n, argc, argv, lens, r, broken);
+	if (e != SCHED_OK)
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (r[i]->type != REDIS_REPLY_ARRAY ||
+		    r[i]->elements != SCHED_NSTATES) {
+			e = sched_reply_err(c, r[i], broken, "HMGET");
+			continue;
+		}
+		for (st = 0; st < SCHED_NSTATES; st++) {
+			redisReply *x = r[i]->element[st];
+
+			if (x->type != REDIS_REPLY_STRING)
+				continue;
+			errno = 0;
+			v = strtoll(x->str, &end, 10);
+			if (errno == 0 && *end == '\0')
+				counts[st] += v;
+		}
+	}
+	free_replies(r, n);
+out:
+	free(keys);
+	free(argv);
+	free(lens);
+	free(r);
+	return e;
+}
+
+struct ready_head {
+	double	score;
+	int	shard;
+};
+
+static int
+ready_cmp(const void *a, const void *b)
+{
+	const struct ready_head *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score < y->score ? -1 : 1;
+	return x->shard - y->shard;
+}
+
+enum sched_err
+sched_q_ready_order(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, int *order, int *nout, int *broken)
+{
+	char (*keys)[SCHED_KEY_MAX];
+	const char **argv;
+	size_t *lens;
+	redisReply **r;
+	struct ready_head *h;
+	enum sched_err e;
+	int n = s->cfg.shards, i, nh = 0;
+
+	*nout = 0;
+	keys = xcalloc((size_t)n, sizeof(*keys));
+	argv = xcalloc((size_t)n * 5, sizeof(*argv));
+	lens = xcalloc((size_t)n * 5, sizeof(*lens));
+	r = xcalloc((size_t)n, sizeof(*r));
+	h = xcalloc((size_t)n, sizeof(*h));
+	for (i = 0; i < n; i++) {
+		sched_key(keys[i], tenant, i, "r", topic);
+		argv[5 * i] = "ZRANGE";
+		lens[5 * i] = 6;
+		argv[5 * i + 1] = keys[i];
+		lens[5 * i + 1] = strlen(keys[i]);
+		argv[5 * i + 2] = "0";
+		argv[5 * i + 3] = "0";
+		lens[5 * i + 2] = lens[5 * i + 3] = 1;
+		argv[5 * i + 4] = "WITHSCORES";
+		lens[5 * i + 4] = 10;
+	}
+	e = pipeline(c, n, 5, argv, lens, r, broken);
+	if (e != SCHED_OK)
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements == 2 &&
+		    r[i]->element[1]->type == REDIS_REPLY_STRING) {
+			h[nh].score = strtod(r[i]->element[1]->str, NULL);
+			h[nh++].shard = i;
+		} else if (r[i]->type == REDIS_REPLY_ERROR) {
+			e = sched_reply_err(c, r[i], broken, "ZRANGE");
+		}
+	}
+	free_replies(r, n);
+	qsort(h, (size_t)nh, sizeof(*h), ready_cmp);
+	for (i = 0; i < nh; i++)
+		order[i] = h[i].shard;
+	*nout = nh;
+out:
+	free(keys);
+	free(argv);
+	free(lens);
+	free(r);
+	free(h);
+	return e;
+}
+
+enum sched_err
+sched_q_bizkey(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, const char *bizkey,
+    char idk[SCHED_IDKEY_MAX], size_t *idklen, int *broken)
+{
+	char kb[SCHED_KEY_MAX], *field;
+	const char *argv[3];
+	size_t lens[3];
+	redisReply *r;
+	enum sched_err e = SCHED_OK;
+
+	(void)s;
+	sched_key(kb, tenant, shard, "b", NULL);
+	field = xasprintf("%s:%s", topic, bizkey);
+	argv[0] = "HGET";
+	lens[0] = 4;
+	argv[1] = kb;
+	lens[1] = strlen(kb);
+	argv[2] = field;
+	lens[2] = strlen(field);
+	r = redisCommandArgv(c, 3, argv, lens);
+	free(field);
+	if (r == NULL || (r->type != REDIS_REPLY_STRING &&
+	    r->type != REDIS_REPLY_NIL)) {
+		e = sched_reply_err(c, r, broken, "HGET");
+	} else if (r->type == REDIS_REPLY_NIL || r->len == 0 ||
+	    r->len > SCHED_IDKEY_MAX) {
+		e = SCHED_ENOTFOUND;
+	} else {
+		memcpy(idk, r->str, r->len);
+		*idklen = r->len;
+	}
+	if (r != NULL)
+		freeReplyObject(r);
+	return e;
+}
+
+/* ---- dead letters, newest first ------------------------------------------ */
+
+struct dead_ent {
+	int64_t	 at_ms;
+	int	 shard;
+	size_t	 klen;
+	char	 key[SCHED_IDKEY_MAX];
+};
+
+/* Newest first: dead time, then id key, both descending. */
+static int
+dead_cmp(const struct dead_ent *x, const struct dead_ent *y)
+{
+	size_t m = x->klen < y->klen ? x->klen : y->klen;
+	int d;
+
+	if (x->at_ms != y->at_ms)
+		return x->at_ms > y->at_ms ? -1 : 1;
+	if ((d = memcmp(x->key, y->key, m)) != 0)
+		return -d;
+	if (x->klen != y->klen)
+		return x->klen > y->klen ? -1 : 1;
+	return 0;
+}
+
+static int
+dead_qcmp(const void *a, const void *b)
+{
+	return dead_cmp(a, b);
+}
+
+/* "<dead ms>:<id>" into cur; 0 or -1. */
+static int
+cursor_parse(const char *s, struct dead_ent *cur)
+{
+	const char *colon = strchr(s, ':');
+	char num[24], *end;
+
+	if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof(num))
+		return -1;
+	memcpy(num, s, (size_t)(colon - s));
+	num[colon - s] = '\0';
+	errno = 0;
+	cur->at_ms = strtoll(num, &end, 10);
+	if (errno != 0 || *end != '\0' || cur->at_ms < 0)
+		return -1;
+	return sched_idkey(colon + 1, cur->key, &cur->klen);
+}
+
+static void
+collect(redisReply *r, int shard, const struct dead_ent *cur,
+    struct dead_ent **v, size_t *nv)
+{
+	struct dead_ent d;
+	size_t i;
+
+	if (r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (i = 0; i + 1 < r->elements; i += 2) {
+		redisReply *m = r->element[i], *sc = r->element[i + 1];
+
+		if (m->type != REDIS_REPLY_STRING || m->len == 0 ||
+		    m->len > SCHED_IDKEY_MAX || sc->type != REDIS_REPLY_STRING)
+			continue;
+		d.at_ms = strtoll(sc->str, NULL, 10);
+		d.shard = shard;
+		d.klen = m->len;
+		memcpy(d.key, m->str, m->len);
+		if (cur != NULL && dead_cmp(&d, cur) <= 0)
+			continue;	/* at or before the cursor */
+		*v = xreallocarray(*v, *nv + 1, sizeof(**v));
+		(*v)[(*nv)++] = d;
+	}
+}
+
+enum sched_err
+sched_q_dead_list(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, const char *cursor, size_t limit,
+    struct sched_job ***jobs, size_t *njobs, char *next_cursor,
+    size_t next_cursor_len, int *broken)
+{
+	struct dead_ent cur, *v = NULL;
+	struct sched_job **out = NULL, *job;
+	char (*keys)[SCHED_KEY_MAX], lim[24], curs[24], excl[26];
+	char text[SCHED_IDTEXT_MAX];
+	const char **argv;
+	size_t *lens, nv = 0, i, nout = 0;
+	redisReply **r;
+	enum sched_err e;
+	int n = s->cfg.shards, has_cur = 0, per, k;
+
+	*jobs = NULL;
+	*njobs = 0;
+	/* Parsed first: next_cursor may be the same buffer as cursor. */
+	if (cursor != NULL && *cursor != '\0') {
+		if (cursor_parse(cursor, &cur) == -1)
+			return SCHED_EINVAL;
+		has_cur = 1;
+	}
+	if (next_cursor_len > 0)
+		next_cursor[0] = '\0';
+	if (limit == 0)
+		return SCHED_OK;
+	if (limit > DEAD_LIST_MAX)
+		limit = DEAD_LIST_MAX;
+	/* Per shard: the newest before the cursor, and the cursor's ties. */
+	per = has_cur ? 2 : 1;
+	keys = xcalloc((size_t)n, sizeof(*keys));
+	argv = xcalloc((size_t)n * (size_t)per * 8, sizeof(*argv));
+	lens = xcalloc((size_t)n * (size_t)per * 8, sizeof(*lens));
+	r = xcalloc((size_t)n * (size_t)per, sizeof(*r));
+	snprintf(lim, sizeof(lim), "%zu", limit);
+	snprintf(curs, sizeof(curs), "%lld", has_cur ? (long long)cur.at_ms :
+	    0LL);
+	snprintf(excl, sizeof(excl), "(%s", curs);
+	for (k = 0; k < n; k++) {
+		const char **a = argv + (size_t)k * (size_t)per * 8;
+
+		sched_key(keys[k], tenant, k, "x", topic);
+		a[0] = "ZREVRANGEBYSCORE";
+		a[1] = keys[k];
+		a[2] = has_cur ? excl : "+inf";
+		a[3] = "-inf";
+		a[4] = "WITHSCORES";
+		a[5] = "LIMIT";
+		a[6] = "0";
+		a[7] = lim;
+		if (has_cur) {
+			a[8] = "ZRANGEBYSCORE";
+			a[9] = keys[k];
+			a[10] = curs;
+			a[11] = curs;
+			a[12] = "WITHSCORES";
+			a[13] = "LIMIT";
+			a[14] = "0";
+			a[15] = "10000";
+		}
+	}
+	for (i = 0; i < (size_t)n * (size_t)per * 8; i++)
+		lens[i] = strlen(argv[i]);
+	e = pipeline(c, n * per, 8, argv, lens, r, broken);
+	if (e != SCHED_OK)
+		goto out;
+	for (k = 0; k < n * per; k++) {
+		if (r[k]->type == REDIS_REPLY_ERROR)
+			e = sched_reply_err(c, r[k], broken, "ZRANGEBYSCORE");
+		collect(r[k], k / per, has_cur ? &cur : NULL, &v, &nv);
+	}
+	free_replies(r, n * per);
+	if (e != SCHED_OK)
+		goto out;
+	qsort(v, nv, sizeof(*v), dead_qcmp);
+	if (nv > limit)
+		nv = limit;
+	out = xcalloc(nv + 1, sizeof(*out));
+	for (i = 0; i < nv; i++) {
+		job = NULL;
+		e = fetch(s, c, tenant, v[i].shard, v[i].key, v[i].klen, 0,
+		    &job, broken);
+		if (e == SCHED_ENOTFOUND)
+			continue;
+		if (e != SCHED_OK)
+			break;
+		out[nout++] = job;
+	}
+	if (e == SCHED_ENOTFOUND)
+		e = SCHED_OK;
+	if (e == SCHED_OK && nv == limit && nv > 0 &&
+	    sched_idkey_text(v[nv - 1].key, v[nv - 1].klen, text) == 0)
+		snprintf(next_cursor, next_cursor_len, "%lld:%s",
+		    (long long)v[nv - 1].at_ms, text);
+	if (e != SCHED_OK) {
+		for (i = 0; i < nout; i++)
+			sched_job_free(out[i]);
+		free(out);
+		out = NULL;
+		nout = 0;
+	}
+	*jobs = out;
+	*njobs = nout;
+out:
+	free(v);
+	free(keys);
+	free(argv);
+	free(lens);
+	free(r);
+	return e;
+}

@@ -1,0 +1,927 @@
+/*
+ * sched.c - the public API of the Redis delay core (sched.h): life cycle,
+ * ids and shards, and the job operations the REST API and the dispatcher
+ * call, each on a pooled connection.
+ *
+ * Key decision: what happens after an attempt is decided here, in C, by the
+ * pure schedules module (the job's own schedule, else its topic's), and
+ * applied by one fenced script (store.c, finish.lua): the script refuses a
+ * token that is not the current reservation's, so a late ack, a redelivery
+ * and an expiry racing for one job resolve exactly once.  Every state change
+ * this module makes is reported to the transition hook after the script
+ * succeeded, never before.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sched_int.h"
+#include "util/clock.h"
+#include "util/crypto.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define DEFAULT_SHARDS		16
+#define DEFAULT_BATCH		100
+#define DEFAULT_SWEEP_MS	1000
+#define DEFAULT_LEASE_MS	5000
+#define DEFAULT_TIMEOUT_MS	2000
+#define DEFAULT_RETENTION_MS	(7 * 24 * 3600 * INT64_C(1000))
+#define DEFAULT_TTR_MS		30000
+#define POOL_IDLE		32
+#define RECORD_MAX		(64 * 1024 * 1024)
+#define REDRIVE_CALLS_MAX	100000
+
+static const char *const state_names[SCHED_NSTATES] = {
+	"scheduled", "ready", "in_flight", "retrying", "delivered", "dead",
+	"cancelled",
+};
+
+const char *
+sched_strerror(enum sched_err e)
+{
+	switch (e) {
+	case SCHED_OK:
+		return "ok";
+	case SCHED_ENOTFOUND:
+		return "no such job";
+	case SCHED_ECONFLICT:
+		return "the job's state forbids it";
+	case SCHED_ESTALE:
+		return "the token is not the current reservation's";
+	case SCHED_EUNAVAIL:
+		return "Redis is unavailable";
+	case SCHED_EINVAL:
+		return "invalid argument";
+	case SCHED_EINTERNAL:
+		return "internal error";
+	}
+	return "unknown error";
+}
+
+const char *
+sched_state_name(enum sched_state s)
+{
+	if ((int)s < 0 || s >= SCHED_NSTATES)
+		return "unknown";
+	return state_names[s];
+}
+
+int
+sched_state_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; s != NULL && i < SCHED_NSTATES; i++)
+		if (strcmp(s, state_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void
+sched_transition(struct sched *s, const struct sched_job *job,
+    enum sched_state from, enum sched_state to, const struct sched_attempt *a)
+{
+	if (s->hooks.transition != NULL)
+		s->hooks.transition(job, from, to, a, s->hooks.arg);
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+struct sched *
+sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
+    char *why, size_t whylen)
+{
+	struct sched *s;
+	struct redis_target t;
+	pthread_condattr_t ca;
+	unsigned char rnd[4];
+	char hex[9];
+
+	if (sched_redis_url_parse(cfg->redis_url, &t, why, whylen) == -1)
+		return NULL;
+	if (cfg->shards < 0 || cfg->shards > ID_MAX_SHARD + 1) {
+		snprintf(why, whylen, "scheduler.shards must be 1..%d",
+		    ID_MAX_SHARD + 1);
+		return NULL;
+	}
+	if (cfg->batch < 0 || cfg->batch > 10000 || cfg->sweep_ms < 0 ||
+	    cfg->lease_ms < 0 || cfg->retention_ms < 0 ||
+	    cfg->redis_timeout_ms < 0) {
+		snprintf(why, whylen, "a scheduler setting is out of range");
+		return NULL;
+	}
+	s = xcalloc(1, sizeof(*s));
+	s->cfg = *cfg;
+	s->cfg.redis_url = xstrdup(cfg->redis_url);
+	s->cfg.instance = xstrdup(cfg->instance != NULL &&
+	    cfg->instance[0] != '\0' ? cfg->instance : "retryd");
+	if (s->cfg.shards == 0)
+		s->cfg.shards = DEFAULT_SHARDS;
+	if (s->cfg.batch == 0)
+		s->cfg.batch = DEFAULT_BATCH;
+	if (s->cfg.sweep_ms == 0)
+		s->cfg.sweep_ms = DEFAULT_SWEEP_MS;
+	if (s->cfg.lease_ms == 0)
+		s->cfg.lease_ms = DEFAULT_LEASE_MS;
+	if (s->cfg.redis_timeout_ms == 0)
+		s->cfg.redis_timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (s->cfg.retention_ms == 0)
+		s->cfg.retention_ms = DEFAULT_RETENTION_MS;
+	if (hooks != NULL)
+		s->hooks = *hooks;
+	s->target = t;
+	s->pool = sched_pool_new(&t, s->cfg.redis_timeout_ms, POOL_IDLE);
+	s->scripts = sched_scripts_new();
+	if (random_bytes(rnd, sizeof(rnd)) == -1)
+		memset(rnd, 0, sizeof(rnd));
+	hex_encode(rnd, sizeof(rnd), hex);
+	snprintf(s->holder, sizeof(s->holder), "%.160s/%s", s->cfg.instance,
+	    hex);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->node_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	s->owned = xcalloc((size_t)s->cfg.shards, 1);
+	s->schema_ok = -1;
+	s->node = -1;
+	s->sub_fd[0] = s->sub_fd[1] = -1;
+	snprintf(s->why, sizeof(s->why), "not connected to Redis yet");
+	return s;
+}
+
+int
+sched_start(struct sched *s)
+{
+	return sched_timer_start(s);
+}
+
+int
+sched_ready(struct sched *s, char *why, size_t whylen)
+{
+	int ok;
+
+	pthread_mutex_lock(&s->lock);
+	ok = s->redis_ok && s->schema_ok == 1;
+	if (!ok && why != NULL && whylen > 0)
+		snprintf(why, whylen, "%s", s->why[0] != '\0' ? s->why :
+		    "Redis is unavailable");
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
+
+void
+sched_quiesce(struct sched *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->quiesced = 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void
+sched_stop(struct sched *s)
+{
+	sched_timer_stop(s);
+}
+
+void
+sched_abandon(struct sched *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->abandon = 1;
+	pthread_mutex_unlock(&s->lock);
+	sched_timer_stop(s);
+}
+
+void
+sched_free(struct sched *s)
+{
+	if (s == NULL)
+		return;
+	sched_timer_stop(s);
+	sched_tenants_free(s);
+	sched_pool_free(s->pool);
+	sched_scripts_free(s->scripts);
+	free(s->owned);
+	free((char *)s->cfg.redis_url);
+	free((char *)s->cfg.instance);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->node_lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+uint64_t
+sched_passes(struct sched *s)
+{
+	return __atomic_load_n(&s->passes, __ATOMIC_ACQUIRE);
+}
+
+int
+sched_owned_shards(struct sched *s)
+{
+	return __atomic_load_n(&s->nowned, __ATOMIC_RELAXED);
+}
+
+struct sched_pool *
+sched_pool(struct sched *s)
+{
+	return s->pool;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+/* A pooled connection on a Redis whose schema is known (and node). */
+static redisContext *
+take(struct sched *s, int need_node, enum sched_err *e)
+{
+	redisContext *c;
+	int sok, node, broken = 0;
+
+	pthread_mutex_lock(&s->lock);
+	sok = s->schema_ok;
+	node = s->node;
+	pthread_mutex_unlock(&s->lock);
+	*e = SCHED_EUNAVAIL;
+	if (sok == 0)
+		return NULL;
+	if ((c = sched_pool_get(s->pool)) == NULL)
+		return NULL;
+	if ((sok == -1 && sched_schema_check(s, c, 0, &broken) == -1) ||
+	    (need_node && node < 0 && sched_node_ensure(s, c, &broken) == -1)) {
+		sched_pool_put(s->pool, c, broken);
+		return NULL;
+	}
+	*e = SCHED_OK;
+	return c;
+}
+
+static void
+give(struct sched *s, redisContext *c, int broken)
+{
+	sched_pool_put(s->pool, c, broken);
+}
+
+/* Adds tenant to rd:tenants once per process (and again after a loss). */
+static void
+register_tenant(struct sched *s, redisContext *c, const char *tenant,
+    int *broken)
+{
+	struct sched_tenant *t = sched_tenant_get(s, tenant);
+	redisReply *r;
+	uint64_t gen;
+	int done;
+
+	pthread_mutex_lock(&s->lock);
+	gen = s->registered_gen;
+	done = t->registered_gen == gen;
+	pthread_mutex_unlock(&s->lock);
+	if (done)
+		return;
+	r = redisCommand(c, "SADD rd:tenants %s", tenant);
+	if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
+		pthread_mutex_lock(&s->lock);
+		t->registered_gen = gen;
+		pthread_mutex_unlock(&s->lock);
+	} else {
+		(void)sched_reply_err(c, r, broken, "SADD");
+	}
+	if (r != NULL)
+		freeReplyObject(r);
+}
+
+/* ---- ids and shards ----------------------------------------------------- */
+
+static int
+crc_shard(const struct sched *s, const char *p, size_t n)
+{
+	return (int)(crc32_update(0, p, n) % (uint32_t)s->cfg.shards);
+}
+
+int
+sched_shard_of(struct sched *s, const char *id)
+{
+	struct id_parts p;
+
+	if (id_parse(id, &p) == 0 && (int)p.shard < s->cfg.shards)
+		return (int)p.shard;
+	return crc_shard(s, id, strlen(id));
+}
+
+int
+sched_shard_for(struct sched *s, const char *bizkey, const char *id)
+{
+	if (bizkey != NULL && bizkey[0] != '\0')
+		return crc_shard(s, bizkey, strlen(bizkey));
+	return sched_shard_of(s, id);
+}
+
+void
+sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1])
+{
+	struct id_parts p;
+	redisContext *c;
+	enum sched_err e;
+	char tmp[ID_LEN + 1];
+	int node;
+
+	pthread_mutex_lock(&s->lock);
+	node = s->node;
+	pthread_mutex_unlock(&s->lock);
+	if (node < 0 && (c = take(s, 1, &e)) != NULL)
+		give(s, c, 0);
+	id_generate(0, clock_wall_ms(), tmp);
+	(void)id_parse(tmp, &p);
+	if (bizkey != NULL && bizkey[0] != '\0')
+		p.shard = (uint32_t)crc_shard(s, bizkey, strlen(bizkey));
+	else
+		p.shard = (uint32_t)crc_shard(s, tmp, ID_LEN - 2);
+	id_format(&p, out);
+}
+
+/* The shard a push goes to: a generated id's own, else its bizkey's. */
+static int
+push_shard(struct sched *s, const char *bizkey, const char *id)
+{
+	struct id_parts p;
+
+	if (id_parse(id, &p) == 0 && (int)p.shard < s->cfg.shards)
+		return (int)p.shard;
+	return sched_shard_for(s, bizkey, id);
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+/*
+ * A client-given id may already name a job in another shard (pushed before
+ * with another bizkey): that job is the answer (ENOTFOUND when none).
+ */
+static enum sched_err
+client_id_exists(struct sched *s, redisContext *c, const struct sched_push *p,
+    struct sched_push_result *res, int *broken)
+{
+	struct sched_job *job = NULL;
+	enum sched_err e;
+
+	e = sched_q_job(s, c, p->tenant, p->id, 0, &job, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (strcmp(job->topic, p->topic) != 0) {
+		e = SCHED_ECONFLICT;
+	} else {
+		snprintf(res->id, sizeof(res->id), "%s", job->id);
+		res->deduplicated = 1;
+		res->run_at_ms = job->due_ms;
+		res->state = job->state;
+	}
+	sched_job_free(job);
+	return e;
+}
+
+enum sched_err
+sched_push(struct sched *s, const struct sched_push *p,
+    struct sched_push_result *res)
+{
+	struct sched_job job;
+	struct id_parts ip;
+	redisContext *c;
+	struct buf rec;
+	enum sched_err e;
+	int broken = 0, generated;
+	const char *biz;
+
+	memset(res, 0, sizeof(*res));
+	biz = p->bizkey != NULL && p->bizkey[0] != '\0' ? p->bizkey : NULL;
+	if (!sched_valid_tenant(p->tenant) || !sched_valid_topic(p->topic) ||
+	    p->id == NULL || (biz != NULL && strlen(biz) > SCHED_BIZKEY_MAX) ||
+	    (p->body == NULL && p->body_len > 0) || p->body_len > RECORD_MAX)
+		return SCHED_EINVAL;
+	generated = id_parse(p->id, &ip) == 0;
+	if (!generated && !sched_valid_client_id(p->id))
+		return SCHED_EINVAL;
+
+	memset(&job, 0, sizeof(job));
+	snprintf(job.id, sizeof(job.id), "%s", p->id);
+	job.topic = (char *)p->topic;
+	job.tenant = (char *)p->tenant;
+	job.bizkey = (char *)biz;
+	job.state = SCHED_SCHEDULED;
+	job.due_ms = p->run_at_ms;
+	job.created_ms = generated ? ip.ms : sched_now_ms(s);
+	job.priority = p->priority;
+	job.body = (char *)p->body;
+	job.body_len = p->body_len;
+	job.headers_json = (char *)p->headers_json;
+	job.schedule = (char *)p->schedule;
+	job.ttr_ms = p->ttr_ms;
+	job.shard = push_shard(s, biz, p->id);
+	buf_init(&rec, RECORD_MAX + 2 * 65536 + 1024);
+	if (sched_rec_encode(&job, &rec) == -1) {
+		buf_free(&rec);
+		return SCHED_EINVAL;
+	}
+	if ((c = take(s, generated, &e)) == NULL)
+		goto out;
+	if (!generated && (e = client_id_exists(s, c, p, res,
+	    &broken)) != SCHED_ENOTFOUND) {
+		give(s, c, broken);
+		goto out;
+	}
+	e = sched_st_push(s, c, job.shard, p, rec.data, rec.len, res,
+	    &broken);
+	if (e == SCHED_OK && !broken)
+		register_tenant(s, c, p->tenant, &broken);
+	give(s, c, broken);
+	if (e == SCHED_OK && !res->deduplicated)
+		sched_transition(s, &job, SCHED_NSTATES, SCHED_SCHEDULED,
+		    NULL);
+out:
+	buf_free(&rec);
+	return e;
+}
+
+enum sched_err
+sched_get(struct sched *s, const char *tenant, const char *id,
+    struct sched_job **out)
+{
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	*out = NULL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_job(s, c, tenant, id, 1, out, &broken);
+	give(s, c, broken);
+	return e;
+}
+
+/* Cancels the job (already read); transition reported. */
+static enum sched_err
+cancel_job(struct sched *s, redisContext *c, const struct sched_job *job,
+    int *broken)
+{
+	char idk[SCHED_IDKEY_MAX];
+	struct sched_job *after = NULL;
+	enum sched_state from;
+	enum sched_err e;
+	size_t idklen;
+
+	if (sched_idkey(job->id, idk, &idklen) == -1)
+		return SCHED_ENOTFOUND;
+	e = sched_st_cancel(s, c, job->tenant, job->shard, idk, idklen,
+	    job->topic, &after, &from, broken);
+	if (e == SCHED_OK && after != NULL)
+		sched_transition(s, after, from, SCHED_CANCELLED, NULL);
+	sched_job_free(after);
+	return e;
+}
+
+enum sched_err
+sched_cancel(struct sched *s, const char *tenant, const char *id)
+{
+	struct sched_job *job = NULL;
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_job(s, c, tenant, id, 0, &job, &broken);
+	if (e == SCHED_OK)
+		e = cancel_job(s, c, job, &broken);
+	give(s, c, broken);
+	sched_job_free(job);
+	return e;
+}
+
+enum sched_err
+sched_cancel_bizkey(struct sched *s, const char *tenant, const char *topic,
+    const char *bizkey, char id_out[ID_LEN + 65])
+{
+	char idk[SCHED_IDKEY_MAX], text[SCHED_IDTEXT_MAX];
+	struct sched_job *job = NULL;
+	redisContext *c;
+	enum sched_err e;
+	size_t idklen;
+	int broken = 0, shard;
+
+	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic) ||
+	    bizkey == NULL || bizkey[0] == '\0' ||
+	    strlen(bizkey) > SCHED_BIZKEY_MAX)
+		return SCHED_ENOTFOUND;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	shard = sched_shard_for(s, bizkey, NULL);
+	e = sched_q_bizkey(s, c, tenant, shard, topic, bizkey, idk, &idklen,
+	    &broken);
+	if (e == SCHED_OK && sched_idkey_text(idk, idklen, text) == -1)
+		e = SCHED_EINTERNAL;
+	if (e == SCHED_OK)
+		e = sched_q_job(s, c, tenant, text, 0, &job, &broken);
+	if (e == SCHED_OK) {
+		e = cancel_job(s, c, job, &broken);
+		if (e == SCHED_ECONFLICT)
+			e = SCHED_ENOTFOUND;	/* finished: none unfinished */
+		if (e == SCHED_OK && id_out != NULL)
+			snprintf(id_out, ID_LEN + 65, "%s", text);
+	}
+	give(s, c, broken);
+	sched_job_free(job);
+	return e;
+}
+
+enum sched_err
+sched_reschedule(struct sched *s, const char *tenant, const char *id,
+    int64_t run_at_ms)
+{
+	char idk[SCHED_IDKEY_MAX];
+	struct sched_job *job = NULL, *after = NULL;
+	redisContext *c;
+	enum sched_err e;
+	size_t idklen;
+	int broken = 0;
+
+	if (run_at_ms < 0 || run_at_ms >= (INT64_C(1) << 42))
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_job(s, c, tenant, id, 0, &job, &broken);
+	if (e == SCHED_OK && sched_idkey(job->id, idk, &idklen) == -1)
+		e = SCHED_ENOTFOUND;
+	if (e == SCHED_OK)
+		e = sched_st_reschedule(s, c, tenant, job->shard, idk, idklen,
+		    job->topic, run_at_ms, &after, &broken);
+	give(s, c, broken);
+	if (e == SCHED_OK && after != NULL)
+		sched_transition(s, after, after->state, after->state, NULL);
+	sched_job_free(after);
+	sched_job_free(job);
+	return e;
+}
+
+enum sched_err
+sched_reserve(struct sched *s, const char *tenant, const char *topic,
+    int64_t ttr_ms, struct sched_job **out)
+{
+	struct sched_topic_info info;
+	struct sched_job **jobs = NULL;
+	redisContext *c;
+	enum sched_err e;
+	size_t njobs = 0, i;
+	int *order, n = 0, k, broken = 0;
+
+	*out = NULL;
+	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
+		return SCHED_EINVAL;
+	if (ttr_ms <= 0) {
+		ttr_ms = DEFAULT_TTR_MS;
+		if (s->hooks.topic_info != NULL && s->hooks.topic_info(tenant,
+		    topic, &info, s->hooks.arg) == 0 && info.ttr_ms > 0)
+			ttr_ms = info.ttr_ms;
+	}
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	order = xcalloc((size_t)s->cfg.shards, sizeof(*order));
+	e = sched_q_ready_order(s, c, tenant, topic, order, &n, &broken);
+	for (k = 0; e == SCHED_OK && k < n && *out == NULL; k++) {
+		e = sched_st_reserve(s, c, tenant, order[k], topic, 1, ttr_ms,
+		    1, &jobs, &njobs, &broken);
+		for (i = 0; i < njobs; i++) {
+			if (*out == NULL)
+				*out = jobs[i];
+			else
+				sched_job_free(jobs[i]);
+		}
+		free(jobs);
+		jobs = NULL;
+	}
+	give(s, c, broken);
+	free(order);
+	if (e == SCHED_OK && *out == NULL)
+		e = SCHED_ENOTFOUND;
+	if (*out != NULL)
+		sched_transition(s, *out, SCHED_READY, SCHED_IN_FLIGHT, NULL);
+	return e;
+}
+
+/* Whether the job's topic is a push topic (its dispatch capacity). */
+static int
+is_push(struct sched *s, const struct sched_job *job)
+{
+	struct sched_topic_info info;
+
+	return s->hooks.topic_info != NULL && s->hooks.topic_info(job->tenant,
+	    job->topic, &info, s->hooks.arg) == 0 && info.push;
+}
+
+enum sched_err
+sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
+    const char *token, const struct schedule_outcome *outcome,
+    const struct sched_attempt *attempt, int expire_only,
+    struct schedule_decision *decision, int *broken)
+{
+	struct sched_topic_info info;
+	struct retry_schedule rs;
+	struct schedule_decision d;
+	struct sched_attempt synth;
+	enum sched_verdict_x v;
+	enum sched_state to = SCHED_IN_FLIGHT;
+	enum sched_err e;
+	int64_t now = sched_now_ms(s);
+	int have = 0;
+
+	if (outcome->kind == SCHEDULE_OK) {
+		d.verdict = SCHEDULE_DONE;
+		d.next_ms = 0;
+		d.reason = "ok";
+	} else {
+		if (job->schedule != NULL && schedule_parse(job->schedule,
+		    strlen(job->schedule), 0, &rs, NULL) == 0)
+			have = 1;
+		else if (s->hooks.topic_info != NULL &&
+		    s->hooks.topic_info(job->tenant, job->topic, &info,
+		    s->hooks.arg) == 0) {
+			rs = info.schedule;
+			have = 1;
+		}
+		if (have) {
+			d = schedule_decide(&rs, job->attempts + 1, outcome,
+			    now, s->cfg.retry_after_cap_ms);
+		} else {
+			d.verdict = SCHEDULE_DEAD;
+			d.next_ms = 0;
+			d.reason = "the topic is gone";
+		}
+	}
+	switch (d.verdict) {
+	case SCHEDULE_DONE:
+		v = SCHED_V_DONE;
+		break;
+	case SCHEDULE_RETRY:
+		v = SCHED_V_RETRY;
+		break;
+	default:
+		v = SCHED_V_DEAD;
+		break;
+	}
+	if (attempt == NULL) {
+		memset(&synth, 0, sizeof(synth));
+		synth.at_ms = now;
+		if (outcome->kind != SCHEDULE_OK)
+			synth.error = (char *)schedule_outcome_name(
+			    outcome->kind);
+		attempt = &synth;
+	}
+	e = sched_st_finish(s, c, job, token, v, d.next_ms, attempt,
+	    expire_only, &to, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (decision != NULL)
+		*decision = d;
+	job->attempts++;
+	job->state = to;
+	if (v == SCHED_V_RETRY)
+		job->due_ms = d.next_ms;
+	job->token[0] = '\0';
+	job->deadline_ms = 0;
+	{
+		struct log_obj lo = { job->tenant, job->topic, job->id,
+		    job->attempts };
+
+		log_obj(LOG_LVL_DEBUG, &lo, "attempt %s: %s (%s)",
+		    schedule_outcome_name(outcome->kind),
+		    sched_state_name(to), d.reason != NULL ? d.reason : "");
+	}
+	sched_transition(s, job, SCHED_IN_FLIGHT, to, attempt);
+	if (is_push(s, job))
+		sched_timer_wake(s, 1);
+	return SCHED_OK;
+}
+
+/* Reads the job and checks its reservation. */
+static enum sched_err
+reserved_job(struct sched *s, redisContext *c, const char *tenant,
+    const char *id, const char *token, struct sched_job **job, int *broken)
+{
+	enum sched_err e;
+
+	if (token == NULL || strlen(token) != SCHED_TOKEN_LEN)
+		return SCHED_ESTALE;
+	e = sched_q_job(s, c, tenant, id, 0, job, broken);
+	if (e != SCHED_OK)
+		return e;
+	if ((*job)->state != SCHED_IN_FLIGHT ||
+	    strcmp((*job)->token, token) != 0)
+		return SCHED_ESTALE;
+	return SCHED_OK;
+}
+
+enum sched_err
+sched_report(struct sched *s, const char *tenant, const char *id,
+    const char *token, const struct schedule_outcome *outcome,
+    const struct sched_attempt *attempt, struct schedule_decision *decision)
+{
+	struct sched_job *job = NULL;
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	if (outcome == NULL)
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = reserved_job(s, c, tenant, id, token, &job, &broken);
+	if (e == SCHED_OK)
+		e = sched_apply(s, c, job, token, outcome, attempt, 0,
+		    decision, &broken);
+	give(s, c, broken);
+	sched_job_free(job);
+	return e;
+}
+
+enum sched_err
+sched_release(struct sched *s, const char *tenant, const char *id,
+    const char *token)
+{
+	struct sched_job *job = NULL;
+	enum sched_state to;
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = reserved_job(s, c, tenant, id, token, &job, &broken);
+	if (e == SCHED_OK)
+		e = sched_st_finish(s, c, job, token, SCHED_V_RELEASE, 0, NULL,
+		    0, &to, &broken);
+	give(s, c, broken);
+	if (e == SCHED_OK) {
+		job->state = to;
+		job->token[0] = '\0';
+		sched_transition(s, job, SCHED_IN_FLIGHT, to, NULL);
+		if (is_push(s, job))
+			sched_timer_wake(s, 1);
+	}
+	sched_job_free(job);
+	return e;
+}
+
+/* ---- dead letters ------------------------------------------------------- */
+
+enum sched_err
+sched_dead_list(struct sched *s, const char *tenant, const char *topic,
+    const char *cursor, size_t limit, struct sched_job ***jobs, size_t *njobs,
+    char *next_cursor, size_t next_cursor_len)
+{
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	*jobs = NULL;
+	*njobs = 0;
+	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_dead_list(s, c, tenant, topic, cursor, limit, jobs, njobs,
+	    next_cursor, next_cursor_len, &broken);
+	give(s, c, broken);
+	return e;
+}
+
+enum sched_err
+sched_retry(struct sched *s, const char *tenant, const char *id)
+{
+	char idk[SCHED_IDKEY_MAX];
+	struct sched_job *job = NULL;
+	redisContext *c;
+	enum sched_err e;
+	size_t idklen;
+	int64_t n = 0, left;
+	int broken = 0;
+
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_job(s, c, tenant, id, 0, &job, &broken);
+	if (e == SCHED_OK && job->state != SCHED_DEAD)
+		e = SCHED_ECONFLICT;
+	if (e == SCHED_OK && sched_idkey(job->id, idk, &idklen) == -1)
+		e = SCHED_ENOTFOUND;
+	if (e == SCHED_OK)
+		e = sched_st_redrive(s, c, tenant, job->shard, job->topic, idk,
+		    idklen, &n, &left, &broken);
+	give(s, c, broken);
+	sched_job_free(job);
+	return e;
+}
+
+enum sched_err
+sched_redrive(struct sched *s, const char *tenant, const char *topic,
+    int64_t *count)
+{
+	redisContext *c;
+	enum sched_err e = SCHED_OK;
+	int64_t n, left;
+	int broken = 0, shard, calls = 0;
+
+	*count = 0;
+	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	for (shard = 0; shard < s->cfg.shards && e == SCHED_OK; shard++) {
+		do {
+			n = left = 0;
+			e = sched_st_redrive(s, c, tenant, shard, topic, NULL,
+			    0, &n, &left, &broken);
+			*count += n;
+		} while (e == SCHED_OK && n > 0 && left > 0 &&
+		    ++calls < REDRIVE_CALLS_MAX);
+	}
+	give(s, c, broken);
+	return e;
+}
+
+enum sched_err
+sched_counts(struct sched *s, const char *tenant, const char *topic,
+    int64_t counts[SCHED_NSTATES])
+{
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	memset(counts, 0, sizeof(int64_t) * SCHED_NSTATES);
+	if (!sched_valid_tenant(tenant) ||
+	    (topic != NULL && !sched_valid_topic(topic)))
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_counts(s, c, tenant, topic, counts, &broken);
+	give(s, c, broken);
+	return e;
+}
+
+enum sched_err
+sched_restore_job(struct sched *s, const struct sched_job *job, int *created)
+{
+	struct sched_job copy;
+	struct id_parts ip;
+	redisContext *c;
+	struct buf rec;
+	enum sched_err e;
+	int broken = 0;
+
+	*created = 0;
+	if (job == NULL || !sched_valid_tenant(job->tenant) ||
+	    !sched_valid_topic(job->topic) || (id_parse(job->id, &ip) != 0 &&
+	    !sched_valid_client_id(job->id)) || (int)job->state < 0 ||
+	    job->state >= SCHED_NSTATES)
+		return SCHED_EINVAL;
+	copy = *job;
+	copy.attempt_log = NULL;
+	copy.nattempt_log = 0;
+	if (copy.bizkey != NULL && copy.bizkey[0] == '\0')
+		copy.bizkey = NULL;
+	/* An attempt in flight when Redis lost it runs again. */
+	if (copy.state == SCHED_IN_FLIGHT)
+		copy.state = copy.attempts > 0 ? SCHED_RETRYING :
+		    SCHED_SCHEDULED;
+	copy.shard = push_shard(s, copy.bizkey, copy.id);
+	buf_init(&rec, RECORD_MAX + 2 * 65536 + 1024);
+	if (sched_rec_encode(&copy, &rec) == -1) {
+		buf_free(&rec);
+		return SCHED_EINVAL;
+	}
+	if ((c = take(s, 0, &e)) == NULL)
+		goto out;
+	e = sched_st_restore(s, c, &copy, rec.data, rec.len, created, &broken);
+	if (e == SCHED_OK && !broken)
+		register_tenant(s, c, copy.tenant, &broken);
+	give(s, c, broken);
+out:
+	buf_free(&rec);
+	return e;
+}
+
+enum sched_err
+sched_mark_schema(struct sched *s)
+{
+	redisContext *c;
+	int broken = 0;
+
+	if ((c = sched_pool_get(s->pool)) == NULL)
+		return SCHED_EUNAVAIL;
+	if (sched_schema_check(s, c, 1, &broken) == -1) {
+		give(s, c, broken);
+		return broken ? SCHED_EUNAVAIL : SCHED_EINTERNAL;
+	}
+	give(s, c, broken);
+	return SCHED_OK;
+}

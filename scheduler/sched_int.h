@@ -1,0 +1,262 @@
+/*
+ * sched_int.h - what the scheduler's files share among themselves: the
+ * struct sched, the Redis key builders, the packed job record codec
+ * (record.c), one C function per Lua script (store.c), the reads (query.c)
+ * and the timer and subscriber threads (timer.c).  Not for other modules.
+ *
+ * Key decision: the timer's picture of the shards it owns (the earliest due
+ * time and the earliest in-flight deadline of every tenant's shard, and
+ * whether push topics have ready jobs) is a cache: it lets the timer sleep
+ * exactly until the next due time, but every decision is re-checked by a
+ * script against Redis time, so a stale cache costs a wasted call or a late
+ * wake-up (bounded by the sweep), never an early delivery.
+ *
+ * Lock order: sched.lock, then nothing (hooks are never called with it held;
+ * the pool and the script cache have their own leaf locks).
+ */
+#ifndef RETRYD_SCHEDULER_SCHED_INT_H
+#define RETRYD_SCHEDULER_SCHED_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "scheduler/conn.h"
+#include "scheduler/sched.h"
+#include "scheduler/scripts.h"
+#include "util/buf.h"
+
+#define SCHED_SCHEMA_VERSION	1
+#define SCHED_KEY_MAX		(4 + 64 + 1 + 5 + 2 + 3 + 128 + 8)
+#define SCHED_IDKEY_MAX		64	/* bytes of an id key */
+#define SCHED_IDTEXT_MAX	(ID_LEN + 65)	/* an id as text, with NUL */
+#define SCHED_BIZKEY_MAX	1024
+#define SCHED_PUSH_MARGIN_MS	5000	/* push deadline past the timeout */
+#define SCHED_ERROR_MAX		256	/* bytes of an attempt's error kept */
+#define SCHED_EXCERPT_MAX	512	/* bytes of a response excerpt kept */
+#define SCHED_NO_TIME		INT64_MAX
+
+/* Script replies: the first element of the array. */
+#define SCHED_R_OK		0
+#define SCHED_R_DUP		1
+#define SCHED_R_CONFLICT	(-1)
+#define SCHED_R_NOTFOUND	(-2)
+#define SCHED_R_TOPIC		(-3)
+#define SCHED_R_STALE		(-4)
+#define SCHED_R_NOTYET		(-5)
+
+/* A tenant the timer looks at: per shard index, what it knows. */
+struct sched_tenant {
+	char		*name;
+	/* Per shard index, under sched.lock: */
+	int64_t		*next_due_ms;	/* earliest delay; SCHED_NO_TIME */
+	int64_t		*next_deadline_ms; /* earliest in-flight deadline */
+	uint32_t	*gen;		/* wake-ups seen (see store_due) */
+	unsigned char	*ready;		/* ready jobs may wait for dispatch */
+	unsigned char	*blocked;	/* dispatch waits for capacity */
+	uint64_t	 registered_gen; /* in rd:tenants as of this gen */
+};
+
+struct sched {
+	struct sched_config	 cfg;		/* strings owned (copied) */
+	struct sched_hooks	 hooks;
+	struct redis_target	 target;
+	struct sched_pool	*pool;
+	struct sched_scripts	*scripts;
+	char			 holder[192];	/* lease value: instance+rand */
+
+	pthread_mutex_t		 lock;
+	pthread_mutex_t		 node_lock;	/* one node lease at a time */
+	pthread_cond_t		 cond;		/* CLOCK_MONOTONIC */
+	pthread_t		 timer_thr, sub_thr;
+	int			 started;
+	/* Under lock: */
+	int			 stopping;
+	int			 kicked;	/* sched_kick: sweep and pass */
+	int			 woken;		/* a pass is wanted now */
+	int			 unblock;	/* capacity was freed */
+	int			 quiesced;
+	int			 abandon;	/* stop, keep the leases */
+	struct sched_tenant	**tenants;
+	size_t			 ntenants;
+	char			 why[256];	/* why not ready */
+	int			 redis_ok;
+	int			 schema_ok;	/* -1 unknown, 0 no, 1 ok */
+	int			 schema_seen;
+	int			 lost_reported;	/* redis_lost called */
+	uint64_t		 registered_gen; /* bumped by a loss */
+	int			 node;		/* -1 until leased */
+	/* Atomics: */
+	int64_t			 offset_ms;	/* Redis time - our clock */
+	uint64_t		 passes;
+	int			 nowned;
+	/* Timer thread only: */
+	unsigned char		*owned;		/* per shard index */
+	size_t			 rr;		/* round-robin start */
+	int			 sub_fd[2];	/* wakes the subscriber */
+};
+
+/* ---- record.c: ids, keys, the packed record ----------------------------- */
+
+int	sched_valid_tenant(const char *t);
+int	sched_valid_topic(const char *t);
+int	sched_valid_client_id(const char *id);
+/* The id key of an id (packed for generated ids); 0 or -1 when invalid. */
+int	sched_idkey(const char *id, char out[SCHED_IDKEY_MAX], size_t *len);
+/* The text of an id key into out[SCHED_IDTEXT_MAX]; 0 or -1. */
+int	sched_idkey_text(const char *k, size_t len, char *out);
+/* "rd:{TENANT:SHARD}:SUFFIX" or ...:SUFFIX:TOPIC when topic != NULL. */
+void	sched_key(char out[SCHED_KEY_MAX], const char *tenant, int shard,
+	    const char *suffix, const char *topic);
+/* The tag "TENANT:SHARD" the scripts publish. */
+void	sched_tag(char out[SCHED_KEY_MAX], const char *tenant, int shard);
+/*
+ * Encodes job (not in flight) as a record into b (reset first); the
+ * creation time is left out when the id carries it.  0 or -1 (EINVAL).
+ */
+int	sched_rec_encode(const struct sched_job *job, struct buf *b);
+/*
+ * A new job from a record (or a record head without its body); NULL when
+ * malformed.  tenant, the id key and shard name it.
+ */
+struct sched_job *sched_rec_decode(const char *tenant, int shard,
+	    const char *idk, size_t idklen, const char *rec, size_t len);
+/* One packed attempt for the log (see lib.lua). */
+void	sched_attempt_encode(const struct sched_attempt *a, int64_t at_ms,
+	    struct buf *b);
+/* The packed log into an array (the caller frees each and it); 0 or -1. */
+int	sched_attlog_decode(const char *s, size_t len,
+	    struct sched_attempt **out, size_t *n);
+void	sched_attempts_free(struct sched_attempt *a, size_t n);
+
+/* ---- store.c: the scripts, one function each ---------------------------- */
+
+/*
+ * "now" for the scripts: "" (Redis time) or the fake clock.  buf has room
+ * for 24 characters.
+ */
+const char *sched_now_arg(struct sched *s, char buf[24]);
+/* Our best guess of Redis time (the fake clock when it is on). */
+int64_t	sched_now_ms(struct sched *s);
+/* Error of a NULL or unexpected reply; sets *broken for I/O errors. */
+enum sched_err sched_reply_err(redisContext *c, redisReply *r, int *broken,
+	    const char *what);
+
+enum sched_err sched_st_push(struct sched *s, redisContext *c, int shard,
+	    const struct sched_push *p, const char *rec, size_t reclen,
+	    struct sched_push_result *res, int *broken);
+/* from/head: the previous state and the job (head only) after it. */
+enum sched_err sched_st_cancel(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *idk, size_t idklen,
+	    const char *topic, struct sched_job **job, enum sched_state *from,
+	    int *broken);
+enum sched_err sched_st_reschedule(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *idk, size_t idklen,
+	    const char *topic, int64_t due_ms, struct sched_job **job,
+	    int *broken);
+/*
+ * Promotes due jobs of one topic; *more: more are due now; *head: the
+ * shard's earliest due time left (SCHED_NO_TIME: none).  Calls the
+ * transition hook for each job moved.
+ */
+enum sched_err sched_st_promote(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, int *moved,
+	    int *more, int64_t *head, int *broken);
+/* Reserves up to n jobs; *jobs (array of *njobs) is the caller's. */
+enum sched_err sched_st_reserve(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, int n,
+	    int64_t ttr_ms, int own_ttr, struct sched_job ***jobs,
+	    size_t *njobs, int *broken);
+
+enum sched_verdict_x {
+	SCHED_V_DONE,
+	SCHED_V_RETRY,
+	SCHED_V_DEAD,
+	SCHED_V_RELEASE,
+};
+
+enum sched_err sched_st_finish(struct sched *s, redisContext *c,
+	    const struct sched_job *job, const char *token,
+	    enum sched_verdict_x v, int64_t next_ms,
+	    const struct sched_attempt *attempt, int expire_only,
+	    enum sched_state *to, int *broken);
+enum sched_err sched_st_restore(struct sched *s, redisContext *c,
+	    const struct sched_job *job, const char *rec, size_t reclen,
+	    int *created, int *broken);
+/* One dead job (idk != NULL) or a batch; *n moved, *left in the dead set. */
+enum sched_err sched_st_redrive(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, const char *idk,
+	    size_t idklen, int64_t *n, int64_t *left, int *broken);
+enum sched_err sched_st_purge(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, int *n, int *more, int *broken);
+
+/* ---- query.c: reads ----------------------------------------------------- */
+
+/*
+ * The record (and attempt log when want_log) of a job; ENOTFOUND.  When
+ * shard is -1 the id's shard is looked up, probing every shard for a client
+ * id not found where its hash puts it; *shard_out says where it was.
+ */
+enum sched_err sched_q_job(struct sched *s, redisContext *c,
+	    const char *tenant, const char *id, int want_log,
+	    struct sched_job **out, int *broken);
+enum sched_err sched_q_counts(struct sched *s, redisContext *c,
+	    const char *tenant, const char *topic,
+	    int64_t counts[SCHED_NSTATES], int *broken);
+enum sched_err sched_q_dead_list(struct sched *s, redisContext *c,
+	    const char *tenant, const char *topic, const char *cursor,
+	    size_t limit, struct sched_job ***jobs, size_t *njobs,
+	    char *next_cursor, size_t next_cursor_len, int *broken);
+/* The shard holding the best ready job of a topic first: order[] of n. */
+enum sched_err sched_q_ready_order(struct sched *s, redisContext *c,
+	    const char *tenant, const char *topic, int *order, int *n,
+	    int *broken);
+/* The id key indexed for a bizkey, or ENOTFOUND. */
+enum sched_err sched_q_bizkey(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic,
+	    const char *bizkey, char idk[SCHED_IDKEY_MAX], size_t *idklen,
+	    int *broken);
+
+/* ---- lease.c ------------------------------------------------------------ */
+
+/* 0 when the schema is usable; force writes the marker. */
+int	sched_schema_check(struct sched *s, redisContext *c, int force,
+	    int *broken);
+/* Takes or renews this instance's node number; 0 or -1. */
+int	sched_node_ensure(struct sched *s, redisContext *c, int *broken);
+/* Heartbeat, renew, hand back, take: shards taken, or -1. */
+int	sched_leases_round(struct sched *s, redisContext *c, int *broken);
+void	sched_leases_release(struct sched *s, redisContext *c);
+
+/* ---- timer.c, sub.c ----------------------------------------------------- */
+
+/* The tenant named (added when new); lives until sched_free. */
+struct sched_tenant *sched_tenant_get(struct sched *s, const char *name);
+void	sched_tenants_free(struct sched *s);
+/* A shard was just taken: look at all of it on the next pass. */
+void	sched_shard_taken(struct sched *s, int shard);
+int	sched_timer_start(struct sched *s);
+void	sched_timer_stop(struct sched *s);
+/* A pass is wanted soon (jobs, capacity); does not force a sweep. */
+void	sched_timer_wake(struct sched *s, int unblock);
+void	*sched_sub_main(void *arg);
+
+/* ---- sched.c ------------------------------------------------------------ */
+
+/*
+ * Applies the outcome of the attempt reserved with token: finishes the job
+ * or applies its schedule (retry or dead); job is updated to its new state.
+ */
+enum sched_err sched_apply(struct sched *s, redisContext *c,
+	    struct sched_job *job, const char *token,
+	    const struct schedule_outcome *outcome,
+	    const struct sched_attempt *attempt, int expire_only,
+	    struct schedule_decision *decision, int *broken);
+/* The transition hook, when set. */
+void	sched_transition(struct sched *s, const struct sched_job *job,
+	    enum sched_state from, enum sched_state to,
+	    const struct sched_attempt *a);
+
+#endif

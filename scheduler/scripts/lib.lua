@@ -1,0 +1,178 @@
+-- lib.lua - helpers put in front of every job script at build time: the
+-- packed job record (docs/internals/REDIS-SCHEMA.md), counts, shard heads.
+--
+-- Key decision: a job is one binary record in its shard's pool hash, read
+-- and rewritten whole by the scripts (struct.pack, big-endian), so that a
+-- pending job costs one hash field and one sorted-set member in Redis.  ARGV[1]
+-- is always "now": empty means Redis server time (TIME), a number is the
+-- injected test clock.
+
+local F_PRI, F_ATT, F_CRE, F_TTR = 1, 2, 4, 8
+local F_BIZ, F_HDR, F_SCH, F_RES = 16, 32, 64, 128
+local S_SCHEDULED, S_READY, S_IN_FLIGHT, S_RETRYING = 0, 1, 2, 3
+local S_DELIVERED, S_DEAD, S_CANCELLED = 4, 5, 6
+local PRI_SPAN = 4398046511104	-- 2^42: ready score = (1023 - pri) * 2^42 + due
+local LOG_MAX = 20		-- attempts kept per job (the journal has all)
+
+local function now_ms()
+	if ARGV[1] ~= '' then
+		return tonumber(ARGV[1])
+	end
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function n2s(x)
+	return string.format('%.0f', x)
+end
+
+local function has(f, b)
+	return bit.band(f, b) ~= 0
+end
+
+-- The record as a table; .hlen is the length before the body.
+local function dec(rec)
+	local j = {}
+	local tl, p
+	j.state, j.flags, j.due, tl, p = struct.unpack('>BBI6B', rec)
+	j.topic = string.sub(rec, p, p + tl - 1)
+	p = p + tl
+	local f = j.flags
+	j.pri, j.att = 0, 0
+	if has(f, F_PRI) then j.pri, p = struct.unpack('>i2', rec, p) end
+	if has(f, F_ATT) then j.att, p = struct.unpack('>I2', rec, p) end
+	if has(f, F_CRE) then j.cre, p = struct.unpack('>I6', rec, p) end
+	if has(f, F_TTR) then j.ttr, p = struct.unpack('>I6', rec, p) end
+	if has(f, F_BIZ) then j.biz, p = struct.unpack('>I2c0', rec, p) end
+	if has(f, F_HDR) then j.hdr, p = struct.unpack('>I4c0', rec, p) end
+	if has(f, F_SCH) then j.sch, p = struct.unpack('>I2c0', rec, p) end
+	if has(f, F_RES) then
+		j.tok = string.sub(rec, p, p + 21)
+		j.dl, p = struct.unpack('>I6', rec, p + 22)
+	end
+	j.body = string.sub(rec, p)
+	return j
+end
+
+local function enc(j)
+	local f, t = 0, {}
+	if j.pri ~= 0 then
+		f = f + F_PRI
+		t[#t + 1] = struct.pack('>i2', j.pri)
+	end
+	if j.att ~= 0 then
+		f = f + F_ATT
+		t[#t + 1] = struct.pack('>I2', math.min(j.att, 65535))
+	end
+	if j.cre then
+		f = f + F_CRE
+		t[#t + 1] = struct.pack('>I6', j.cre)
+	end
+	if j.ttr then
+		f = f + F_TTR
+		t[#t + 1] = struct.pack('>I6', j.ttr)
+	end
+	if j.biz then
+		f = f + F_BIZ
+		t[#t + 1] = struct.pack('>I2', #j.biz) .. j.biz
+	end
+	if j.hdr then
+		f = f + F_HDR
+		t[#t + 1] = struct.pack('>I4', #j.hdr) .. j.hdr
+	end
+	if j.sch then
+		f = f + F_SCH
+		t[#t + 1] = struct.pack('>I2', #j.sch) .. j.sch
+	end
+	if j.tok then
+		f = f + F_RES
+		t[#t + 1] = j.tok .. struct.pack('>I6', j.dl)
+	end
+	return struct.pack('>BBI6B', j.state, f, j.due, #j.topic) .. j.topic ..
+	    table.concat(t) .. j.body
+end
+
+-- The record without its body (what transitions are reported with).
+local function head_of(rec, j)
+	return string.sub(rec, 1, #rec - #j.body)
+end
+
+local function unfinished(state)
+	return state <= S_RETRYING
+end
+
+-- Adds delta to the counts of (topic, state) and of the tenant's state.
+local function count(ckey, topic, state, delta)
+	if delta == 0 then
+		return
+	end
+	local f = topic .. ':' .. state
+	if redis.call('HINCRBY', ckey, f, delta) == 0 then
+		redis.call('HDEL', ckey, f)
+	end
+	f = ':' .. state
+	if redis.call('HINCRBY', ckey, f, delta) == 0 then
+		redis.call('HDEL', ckey, f)
+	end
+end
+
+-- Keeps the shard's heads set in step with the head of a topic's delays.
+local function fix_head(dkey, hkey, topic)
+	local f = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
+	if #f == 0 then
+		redis.call('ZREM', hkey, topic)
+	else
+		redis.call('ZADD', hkey, f[2], topic)
+	end
+end
+
+local function shard_head(hkey)
+	local f = redis.call('ZRANGE', hkey, 0, 0, 'WITHSCORES')
+	if #f == 0 then
+		return -1
+	end
+	return tonumber(f[2])
+end
+
+-- Tells the timers when a job became the earliest of its shard.  tag is
+-- "TENANT:SHARD".
+local function wake_if_first(hkey, topic, due, tag)
+	local f = redis.call('ZRANGE', hkey, 0, 0, 'WITHSCORES')
+	if f[1] == topic and tonumber(f[2]) == due then
+		redis.call('PUBLISH', 'rd:wake', tag .. ':' .. n2s(due))
+	end
+end
+
+local function ready_score(j)
+	return (1023 - j.pri) * PRI_SPAN + j.due
+end
+
+-- Appends one packed attempt to the job's log, keeping the last LOG_MAX.
+-- An entry: I6 at, I2 status, I4 latency, I2 len + error, I2 len + excerpt.
+local function log_attempt(akey, idk, entry)
+	if entry == '' then
+		return
+	end
+	local s = (redis.call('HGET', akey, idk) or '') .. entry
+	local offs, p = {}, 1
+	while p <= #s do
+		offs[#offs + 1] = p
+		local elen = struct.unpack('>I2', s, p + 12)
+		local xlen = struct.unpack('>I2', s, p + 14 + elen)
+		p = p + 16 + elen + xlen
+	end
+	if #offs > LOG_MAX then
+		s = string.sub(s, offs[#offs - LOG_MAX + 1])
+	end
+	redis.call('HSET', akey, idk, s)
+end
+
+-- Drops the bizkey index entry of a job that finished.
+local function unindex(bkey, j, idk)
+	if j.biz then
+		local f = j.topic .. ':' .. j.biz
+		if redis.call('HGET', bkey, f) == idk then
+			redis.call('HDEL', bkey, f)
+		end
+	end
+end

@@ -1,0 +1,607 @@
+/*
+ * store.c - one C function per state-changing Lua script: it names the
+ * shard's keys (all passed in KEYS, all under the shard's hash tag), packs
+ * the arguments, runs the script and turns its reply into an enum sched_err
+ * and jobs.  No policy here: the callers (sched.c, timer.c) decide.
+ *
+ * Key decision: scripts that act on an existing job take its topic from the
+ * caller, who read the job first, because the topic names some of the keys;
+ * a job's topic never changes, and each script checks it again, so the read
+ * and the script need no lock between them.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sched_int.h"
+#include "util/clock.h"
+#include "util/crypto.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define NKEYS_MAX	12
+
+const char *
+sched_now_arg(struct sched *s, char buf[24])
+{
+	if (!s->cfg.fake_clock)
+		return "";
+	snprintf(buf, 24, "%lld", (long long)clock_wall_ms());
+	return buf;
+}
+
+int64_t
+sched_now_ms(struct sched *s)
+{
+	int64_t off;
+
+	if (s->cfg.fake_clock)
+		return clock_wall_ms();
+	off = __atomic_load_n(&s->offset_ms, __ATOMIC_RELAXED);
+	return clock_wall_ms() + off;
+}
+
+enum sched_err
+sched_reply_err(redisContext *c, redisReply *r, int *broken, const char *what)
+{
+	if (r == NULL) {
+		if (c->err) {
+			*broken = 1;
+			log_warnx("redis: %s: %s", what, c->errstr);
+		}
+		return c->err ? SCHED_EUNAVAIL : SCHED_EINTERNAL;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (strncmp(r->str, "LOADING", 7) == 0 ||
+		    strncmp(r->str, "BUSY", 4) == 0 ||
+		    strncmp(r->str, "MASTERDOWN", 10) == 0 ||
+		    strncmp(r->str, "READONLY", 8) == 0 ||
+		    strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+		    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+		    strncmp(r->str, "MOVED", 5) == 0 ||
+		    strncmp(r->str, "ASK", 3) == 0 ||
+		    strncmp(r->str, "OOM", 3) == 0)
+			return SCHED_EUNAVAIL;
+		return SCHED_EINTERNAL;
+	}
+	log_warnx("redis: %s: unexpected reply type %d", what, r->type);
+	return SCHED_EINTERNAL;
+}
+
+/* Integer element i of an array reply (integers or numeric strings). */
+static int
+el_int(const redisReply *r, size_t i, long long *v)
+{
+	const redisReply *e;
+	char *end;
+
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return -1;
+	e = r->element[i];
+	if (e->type == REDIS_REPLY_INTEGER) {
+		*v = e->integer;
+		return 0;
+	}
+	if (e->type == REDIS_REPLY_STRING && e->len > 0) {
+		errno = 0;
+		*v = strtoll(e->str, &end, 10);
+		if (errno == 0 && *end == '\0')
+			return 0;
+	}
+	return -1;
+}
+
+static const redisReply *
+el_str(const redisReply *r, size_t i)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
+	    r->element[i]->type != REDIS_REPLY_STRING)
+		return NULL;
+	return r->element[i];
+}
+
+/* The keys named by names (letters of lib.lua's layout) into k. */
+static int
+keys_of(char k[][SCHED_KEY_MAX], const char *tenant, int shard,
+    const char *names, const char *topic)
+{
+	static const struct {
+		char		 letter;
+		const char	*suffix;
+		int		 per_topic;
+	} map[] = {
+		{ 'j', "j", 0 }, { 'd', "d", 1 }, { 'h', "h", 0 },
+		{ 'r', "r", 1 }, { 't', "rt", 0 }, { 'f', "f", 0 },
+		{ 'x', "x", 1 }, { 'z', "z", 0 }, { 'c', "c", 0 },
+		{ 'b', "b", 0 }, { 'a', "a", 0 },
+	};
+	size_t i, m;
+	int n = 0;
+
+	for (i = 0; names[i] != '\0'; i++)
+		for (m = 0; m < sizeof(map) / sizeof(map[0]); m++)
+			if (map[m].letter == names[i]) {
+				sched_key(k[n++], tenant, shard, map[m].suffix,
+				    map[m].per_topic ? topic : NULL);
+				break;
+			}
+	return n;
+}
+
+/*
+ * Runs a script whose KEYS are the letters names and whose ARGV follow
+ * (ARGV[1], now, is added here).  *rp is the reply on SCHED_OK.
+ */
+static enum sched_err
+run(struct sched *s, redisContext *c, enum sched_script id, const char *tenant,
+    int shard, const char *names, const char *topic, int nargs,
+    const char **args, const size_t *arglens, redisReply **rp, int *broken)
+{
+	char k[NKEYS_MAX][SCHED_KEY_MAX], nowbuf[24];
+	const char *argv[NKEYS_MAX + 16];
+	size_t lens[NKEYS_MAX + 16];
+	redisReply *r;
+	enum sched_err e;
+	int nk, i;
+
+	nk = keys_of(k, tenant, shard, names, topic);
+	for (i = 0; i < nk; i++) {
+		argv[i] = k[i];
+		lens[i] = strlen(k[i]);
+	}
+	argv[nk] = sched_now_arg(s, nowbuf);
+	lens[nk] = strlen(argv[nk]);
+	for (i = 0; i < nargs; i++) {
+		argv[nk + 1 + i] = args[i];
+		lens[nk + 1 + i] = arglens != NULL ? arglens[i] :
+		    strlen(args[i]);
+	}
+	r = sched_script_run(s->scripts, c, id, nk, nargs + 1, argv, lens,
+	    broken);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+		e = sched_reply_err(c, r, broken, sched_script_name(id));
+		if (r != NULL)
+			freeReplyObject(r);
+		return e;
+	}
+	*rp = r;
+	return SCHED_OK;
+}
+
+static enum sched_err
+code_err(long long code)
+{
+	switch (code) {
+	case SCHED_R_CONFLICT:
+		return SCHED_ECONFLICT;
+	case SCHED_R_NOTFOUND:
+	case SCHED_R_TOPIC:
+		return SCHED_ENOTFOUND;
+	case SCHED_R_STALE:
+		return SCHED_ESTALE;
+	default:
+		return SCHED_EINTERNAL;
+	}
+}
+
+static void
+lld(char buf[24], long long v)
+{
+	snprintf(buf, 24, "%lld", v);
+}
+
+/* Decodes element i (id key) and i + 1 (record or head) into a job. */
+static struct sched_job *
+el_job(const redisReply *r, size_t i, const char *tenant, int shard,
+    int skip)
+{
+	const redisReply *k = el_str(r, i), *v = el_str(r, i + 1);
+
+	if (k == NULL || v == NULL || v->len < (size_t)skip)
+		return NULL;
+	return sched_rec_decode(tenant, shard, k->str, k->len, v->str + skip,
+	    v->len - skip);
+}
+
+enum sched_err
+sched_st_push(struct sched *s, redisContext *c, int shard,
+    const struct sched_push *p, const char *rec, size_t reclen,
+    struct sched_push_result *res, int *broken)
+{
+	char idk[SCHED_IDKEY_MAX], tag[SCHED_KEY_MAX];
+	const char *args[3];
+	size_t lens[3], idklen;
+	const redisReply *k;
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long code, due, st;
+
+	if (sched_idkey(p->id, idk, &idklen) == -1)
+		return SCHED_EINVAL;
+	sched_tag(tag, p->tenant, shard);
+	args[0] = idk;
+	lens[0] = idklen;
+	args[1] = rec;
+	lens[1] = reclen;
+	args[2] = tag;
+	lens[2] = strlen(tag);
+	e = run(s, c, SCRIPT_PUSH, p->tenant, shard, "jdhcb", p->topic, 3,
+	    args, lens, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &code) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	if (code < 0) {
+		e = code_err(code);
+		goto out;
+	}
+	if ((k = el_str(r, 1)) == NULL || el_int(r, 2, &due) == -1 ||
+	    el_int(r, 3, &st) == -1 ||
+	    sched_idkey_text(k->str, k->len, res->id) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	res->deduplicated = code == SCHED_R_DUP;
+	res->run_at_ms = due;
+	res->state = (enum sched_state)st;
+out:
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_cancel(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *idk, size_t idklen, const char *topic,
+    struct sched_job **job, enum sched_state *from, int *broken)
+{
+	const char *args[2] = { idk, topic };
+	size_t lens[2] = { idklen, strlen(topic) };
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long code, st;
+
+	e = run(s, c, SCRIPT_CANCEL, tenant, shard, "jdhrtfzcb", topic, 2,
+	    args, lens, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &code) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	if (code != SCHED_R_OK) {
+		e = code_err(code);
+		goto out;
+	}
+	if (el_int(r, 1, &st) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	*from = (enum sched_state)st;
+	if (r->elements >= 3 && (*job = sched_rec_decode(tenant, shard, idk,
+	    idklen, r->element[2]->str, r->element[2]->len)) == NULL)
+		e = SCHED_EINTERNAL;
+out:
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_reschedule(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *idk, size_t idklen, const char *topic,
+    int64_t due_ms, struct sched_job **job, int *broken)
+{
+	char due[24], tag[SCHED_KEY_MAX];
+	const char *args[4];
+	size_t lens[4];
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long code;
+
+	lld(due, due_ms);
+	sched_tag(tag, tenant, shard);
+	args[0] = idk;
+	lens[0] = idklen;
+	args[1] = topic;
+	lens[1] = strlen(topic);
+	args[2] = due;
+	lens[2] = strlen(due);
+	args[3] = tag;
+	lens[3] = strlen(tag);
+	e = run(s, c, SCRIPT_RESCHEDULE, tenant, shard, "jdh", topic, 4, args,
+	    lens, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &code) == -1)
+		e = SCHED_EINTERNAL;
+	else if (code != SCHED_R_OK)
+		e = code_err(code);
+	else if (r->elements >= 3 && (*job = sched_rec_decode(tenant, shard,
+	    idk, idklen, r->element[2]->str, r->element[2]->len)) == NULL)
+		e = SCHED_EINTERNAL;
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_promote(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int *moved, int *more, int64_t *head,
+    int *broken)
+{
+	char batch[24], tag[SCHED_KEY_MAX];
+	const char *args[3];
+	redisReply *r = NULL;
+	struct sched_job *job;
+	const redisReply *v;
+	enum sched_err e;
+	long long n, m, h;
+	size_t i;
+
+	lld(batch, s->cfg.batch);
+	sched_tag(tag, tenant, shard);
+	args[0] = topic;
+	args[1] = batch;
+	args[2] = tag;
+	e = run(s, c, SCRIPT_PROMOTE, tenant, shard, "jdhrtc", topic, 3, args,
+	    NULL, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &n) == -1 || el_int(r, 1, &m) == -1 ||
+	    el_int(r, 2, &h) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	*moved = (int)n;
+	*more = (int)m;
+	*head = h < 0 ? SCHED_NO_TIME : h;
+	if (s->hooks.transition == NULL)
+		goto out;
+	for (i = 3; i + 1 < r->elements; i += 2) {
+		if ((v = el_str(r, i + 1)) == NULL || v->len < 1)
+			continue;
+		if ((job = el_job(r, i, tenant, shard, 1)) == NULL)
+			continue;
+		sched_transition(s, job, (enum sched_state)(unsigned char)
+		    v->str[0], SCHED_READY, NULL);
+		sched_job_free(job);
+	}
+out:
+	freeReplyObject(r);
+	return e;
+}
+
+/* 18 random characters of the url-safe base64 alphabet. */
+static void
+token_base(char out[19])
+{
+	unsigned char raw[15];
+	char enc[BASE64_ENCODED_LEN(15)];
+
+	if (random_bytes(raw, sizeof(raw)) == -1)
+		fatal("getrandom");
+	(void)base64_encode(raw, sizeof(raw), enc, sizeof(enc), 1);
+	memcpy(out, enc, 18);
+	out[18] = '\0';
+}
+
+enum sched_err
+sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr,
+    struct sched_job ***jobs, size_t *njobs, int *broken)
+{
+	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
+	const char *args[6];
+	redisReply *r = NULL;
+	struct sched_job **v = NULL, *job;
+	enum sched_err e;
+	long long got;
+	size_t i, nv = 0;
+
+	*jobs = NULL;
+	*njobs = 0;
+	lld(cnt, n);
+	lld(ttr, ttr_ms);
+	token_base(base);
+	args[0] = topic;
+	args[1] = cnt;
+	args[2] = base;
+	args[3] = ttr;
+	args[4] = own_ttr ? "1" : "0";
+	sched_tag(tag, tenant, shard);
+	args[5] = tag;
+	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6, args,
+	    NULL, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &got) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	if (got > 0)
+		v = xcalloc((size_t)got, sizeof(*v));
+	for (i = 2; i + 1 < r->elements && nv < (size_t)got; i += 2) {
+		if ((job = el_job(r, i, tenant, shard, 0)) == NULL) {
+			log_warnx("redis: reserve: a malformed job record");
+			continue;
+		}
+		v[nv++] = job;
+	}
+	*jobs = v;
+	*njobs = nv;
+out:
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
+    const char *token, enum sched_verdict_x v, int64_t next_ms,
+    const struct sched_attempt *attempt, int expire_only,
+    enum sched_state *to, int *broken)
+{
+	static const char *const verdicts[] = {
+		[SCHED_V_DONE] = "done", [SCHED_V_RETRY] = "retry",
+		[SCHED_V_DEAD] = "dead", [SCHED_V_RELEASE] = "release",
+	};
+	char idk[SCHED_IDKEY_MAX], next[24], tag[SCHED_KEY_MAX];
+	const char *args[8];
+	size_t lens[8], idklen;
+	struct buf att;
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long code, st;
+
+	if (sched_idkey(job->id, idk, &idklen) == -1)
+		return SCHED_EINVAL;
+	buf_init(&att, 4096);
+	if (v != SCHED_V_RELEASE)
+		sched_attempt_encode(attempt, sched_now_ms(s), &att);
+	lld(next, next_ms);
+	sched_tag(tag, job->tenant, job->shard);
+	args[0] = idk;
+	lens[0] = idklen;
+	args[1] = job->topic;
+	args[2] = token;
+	args[3] = verdicts[v];
+	args[4] = next;
+	args[5] = att.data != NULL ? att.data : "";
+	lens[5] = att.len;
+	args[6] = expire_only ? "1" : "0";
+	args[7] = tag;
+	lens[1] = strlen(args[1]);
+	lens[2] = strlen(args[2]);
+	lens[3] = strlen(args[3]);
+	lens[4] = strlen(args[4]);
+	lens[6] = 1;
+	lens[7] = strlen(tag);
+	e = run(s, c, SCRIPT_FINISH, job->tenant, job->shard, "jfdhxzcbart",
+	    job->topic, 8, args, lens, &r, broken);
+	buf_free(&att);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &code) == -1)
+		e = SCHED_EINTERNAL;
+	else if (code == SCHED_R_NOTYET)
+		e = SCHED_ECONFLICT;
+	else if (code != SCHED_R_OK)
+		e = code_err(code);
+	else if (el_int(r, 1, &st) == -1)
+		e = SCHED_EINTERNAL;
+	else
+		*to = (enum sched_state)st;
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_restore(struct sched *s, redisContext *c, const struct sched_job *job,
+    const char *rec, size_t reclen, int *created, int *broken)
+{
+	char idk[SCHED_IDKEY_MAX], tag[SCHED_KEY_MAX];
+	const char *args[3];
+	size_t lens[3], idklen;
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long code;
+
+	if (sched_idkey(job->id, idk, &idklen) == -1)
+		return SCHED_EINVAL;
+	sched_tag(tag, job->tenant, job->shard);
+	args[0] = idk;
+	lens[0] = idklen;
+	args[1] = rec;
+	lens[1] = reclen;
+	args[2] = tag;
+	lens[2] = strlen(tag);
+	e = run(s, c, SCRIPT_RESTORE, job->tenant, job->shard, "jdhrtxzcb",
+	    job->topic, 3, args, lens, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &code) == -1)
+		e = SCHED_EINTERNAL;
+	else
+		*created = code == 1;
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, const char *idk, size_t idklen,
+    int64_t *n, int64_t *left, int *broken)
+{
+	char batch[24], tag[SCHED_KEY_MAX];
+	const char *args[4];
+	size_t lens[4];
+	redisReply *r = NULL;
+	struct sched_job *job;
+	enum sched_err e;
+	long long moved, l;
+	size_t i;
+
+	lld(batch, s->cfg.batch);
+	sched_tag(tag, tenant, shard);
+	args[0] = topic;
+	lens[0] = strlen(topic);
+	args[1] = batch;
+	lens[1] = strlen(batch);
+	args[2] = idk != NULL ? idk : "";
+	lens[2] = idk != NULL ? idklen : 0;
+	args[3] = tag;
+	lens[3] = strlen(tag);
+	e = run(s, c, SCRIPT_REDRIVE, tenant, shard, "jxdhcb", topic, 4, args,
+	    lens, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &moved) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	if (moved < 0) {
+		e = code_err(moved);
+		goto out;
+	}
+	*n = moved;
+	*left = el_int(r, 1, &l) == 0 ? l : 0;
+	for (i = 2; i + 1 < r->elements; i += 2) {
+		if ((job = el_job(r, i, tenant, shard, 0)) == NULL)
+			continue;
+		sched_transition(s, job, SCHED_DEAD, SCHED_SCHEDULED, NULL);
+		sched_job_free(job);
+	}
+out:
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_purge(struct sched *s, redisContext *c, const char *tenant,
+    int shard, int *n, int *more, int *broken)
+{
+	char ret[24], batch[24];
+	const char *args[2];
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long a, b;
+
+	lld(ret, s->cfg.retention_ms);
+	lld(batch, s->cfg.batch);
+	args[0] = ret;
+	args[1] = batch;
+	e = run(s, c, SCRIPT_PURGE, tenant, shard, "jzca", NULL, 2, args, NULL,
+	    &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &a) == -1 || el_int(r, 1, &b) == -1) {
+		e = SCHED_EINTERNAL;
+	} else {
+		*n = (int)a;
+		*more = (int)b;
+	}
+	freeReplyObject(r);
+	return e;
+}

@@ -1,0 +1,803 @@
+/*
+ * timer.c - the timer thread: for the shards this instance leases, promote
+ * jobs when they fall due, hand due jobs of push topics to the dispatcher,
+ * expire reservations past their deadline, purge finished jobs after their
+ * retention; and the registry of tenants it looks at.
+ *
+ * Key decision: the loop sleeps exactly until the earliest due time or
+ * deadline it knows of (beanstalkd's prottick, Redis's usUntilEarliestTimer),
+ * is woken early by the subscriber when a job lands earlier, and sweeps every
+ * scheduler.sweep (re-reading every owned shard's heads from Redis) so a lost
+ * message or a dropped connection costs at most one sweep of delay.  Work per
+ * pass is bounded (PASS_BUDGET script calls) and the tenants are visited
+ * round-robin, so one tenant's backlog cannot starve the others; a pass that
+ * runs out of budget is followed at once by the next.  Sleeping is on the
+ * real monotonic clock (pthread_cond_timedwait); what is due is computed from
+ * util/clock (fake in tests) plus the measured offset to Redis time, and
+ * decided by the scripts on Redis time.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "scheduler/sched_int.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define PASS_BUDGET	64	/* script calls per pass */
+#define HEADS_PER_READ	16	/* topics of a shard looked at per pass */
+#define PURGE_CALLS	8	/* purge calls per shard per sweep */
+#define BACKOFF_MIN_MS	50
+#define BACKOFF_MAX_MS	2000
+
+/* The real monotonic clock in ms: leases and sleeping, never "due". */
+static int64_t
+real_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- tenants ------------------------------------------------------------ */
+
+struct sched_tenant *
+sched_tenant_get(struct sched *s, const char *name)
+{
+	struct sched_tenant *t;
+	size_t i;
+	int n = s->cfg.shards;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->ntenants; i++)
+		if (strcmp(s->tenants[i]->name, name) == 0) {
+			t = s->tenants[i];
+			goto out;
+		}
+	t = xcalloc(1, sizeof(*t));
+	t->name = xstrdup(name);
+	t->next_due_ms = xcalloc((size_t)n, sizeof(*t->next_due_ms));
+	t->next_deadline_ms = xcalloc((size_t)n,
+	    sizeof(*t->next_deadline_ms));
+	t->gen = xcalloc((size_t)n, sizeof(*t->gen));
+	t->ready = xcalloc((size_t)n, 1);
+	t->blocked = xcalloc((size_t)n, 1);
+	t->registered_gen = (uint64_t)-1;
+	s->tenants = xreallocarray(s->tenants, s->ntenants + 1,
+	    sizeof(*s->tenants));
+	s->tenants[s->ntenants++] = t;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return t;
+}
+
+void
+sched_tenants_free(struct sched *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->ntenants; i++) {
+		struct sched_tenant *t = s->tenants[i];
+
+		free(t->name);
+		free(t->next_due_ms);
+		free(t->next_deadline_ms);
+		free(t->gen);
+		free(t->ready);
+		free(t->blocked);
+		free(t);
+	}
+	free(s->tenants);
+	s->tenants = NULL;
+	s->ntenants = 0;
+}
+
+/* A copy of the tenant list (the tenants themselves live until free). */
+static struct sched_tenant **
+tenants_snapshot(struct sched *s, size_t *n)
+{
+	struct sched_tenant **v;
+
+	pthread_mutex_lock(&s->lock);
+	*n = s->ntenants;
+	v = xcalloc(*n + 1, sizeof(*v));
+	if (*n > 0)
+		memcpy(v, s->tenants, *n * sizeof(*v));
+	pthread_mutex_unlock(&s->lock);
+	return v;
+}
+
+static int
+owned(struct sched *s, int shard)
+{
+	return __atomic_load_n(&s->owned[shard], __ATOMIC_ACQUIRE);
+}
+
+/* Shards just taken, tenants just seen: look at everything now. */
+static void
+invalidate_shard(struct sched *s, int shard)
+{
+	size_t i;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->ntenants; i++) {
+		s->tenants[i]->next_due_ms[shard] = 0;
+		s->tenants[i]->next_deadline_ms[shard] = 0;
+		s->tenants[i]->ready[shard] = 1;
+		s->tenants[i]->gen[shard]++;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Stores a head read from Redis unless a wake-up came in meanwhile. */
+static void
+store_due(struct sched *s, struct sched_tenant *t, int shard, uint32_t gen0,
+    int64_t head)
+{
+	pthread_mutex_lock(&s->lock);
+	if (t->gen[shard] == gen0 || head < t->next_due_ms[shard])
+		t->next_due_ms[shard] = head;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the pass ----------------------------------------------------------- */
+
+static int64_t
+score_of(const redisReply *e)
+{
+	if (e->type != REDIS_REPLY_STRING)
+		return SCHED_NO_TIME;
+	return (int64_t)strtod(e->str, NULL);
+}
+
+static void
+promote_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
+    int shard, int64_t now, int *budget, int *spin, int *broken)
+{
+	char kh[SCHED_KEY_MAX];
+	redisReply *r;
+	int64_t head = SCHED_NO_TIME;
+	uint32_t gen0;
+	size_t i;
+	int moved, more, total = 0, called = 0;
+	enum sched_err e;
+
+	pthread_mutex_lock(&s->lock);
+	gen0 = t->gen[shard];
+	pthread_mutex_unlock(&s->lock);
+	sched_key(kh, t->name, shard, "h", NULL);
+	r = redisCommand(c, "ZRANGE %s 0 %d WITHSCORES", kh,
+	    HEADS_PER_READ - 1);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		(void)sched_reply_err(c, r, broken, "ZRANGE");
+		goto out;
+	}
+	if (r->elements >= 2)
+		head = score_of(r->element[1]);
+	for (i = 0; i + 1 < r->elements && *budget > 0; i += 2) {
+		const char *topic = r->element[i]->str;
+
+		if (r->element[i]->type != REDIS_REPLY_STRING ||
+		    score_of(r->element[i + 1]) > now)
+			break;
+		do {
+			e = sched_st_promote(s, c, t->name, shard, topic,
+			    &moved, &more, &head, broken);
+			(*budget)--;
+			called = 1;
+			if (e != SCHED_OK)
+				goto out;
+			total += moved;
+		} while (more && *budget > 0);
+	}
+	if (called && total == 0)
+		*spin = 1;	/* we thought it due, Redis time disagrees */
+	store_due(s, t, shard, gen0, head);
+	if (total > 0) {
+		pthread_mutex_lock(&s->lock);
+		t->ready[shard] = 1;
+		pthread_mutex_unlock(&s->lock);
+	}
+out:
+	if (r != NULL)
+		freeReplyObject(r);
+}
+
+static void
+expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
+    int shard, int64_t now, int *budget, int *broken)
+{
+	char kf[SCHED_KEY_MAX], kj[SCHED_KEY_MAX];
+	struct sched_topic_info info;
+	struct schedule_outcome o;
+	struct sched_attempt a;
+	struct sched_job *job;
+	redisReply *r, *rec;
+	int64_t dl = SCHED_NO_TIME;
+	size_t i;
+
+	sched_key(kf, t->name, shard, "f", NULL);
+	sched_key(kj, t->name, shard, "j", NULL);
+	r = redisCommand(c, "ZRANGEBYSCORE %s -inf %lld LIMIT 0 %d", kf,
+	    (long long)now, s->cfg.batch);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		(void)sched_reply_err(c, r, broken, "ZRANGEBYSCORE");
+		goto out;
+	}
+	for (i = 0; i < r->elements && *budget > 0 && !*broken; i++) {
+		const redisReply *m = r->element[i];
+
+		if (m->type != REDIS_REPLY_STRING)
+			continue;
+		rec = redisCommand(c, "HGET %s %b", kj, m->str, m->len);
+		if (rec == NULL) {
+			*broken = 1;
+			goto out;
+		}
+		job = rec->type == REDIS_REPLY_STRING ? sched_rec_decode(
+		    t->name, shard, m->str, m->len, rec->str, rec->len) : NULL;
+		freeReplyObject(rec);
+		if (job == NULL || job->state != SCHED_IN_FLIGHT) {
+			sched_job_free(job);
+			continue;
+		}
+		memset(&o, 0, sizeof(o));
+		memset(&a, 0, sizeof(a));
+		o.retry_after_ms = -1;
+		o.kind = SCHEDULE_TTR;
+		a.error = "time to run expired";
+		if (s->hooks.topic_info != NULL && s->hooks.topic_info(t->name,
+		    job->topic, &info, s->hooks.arg) == 0 && info.push) {
+			o.kind = SCHEDULE_TIMEOUT;
+			a.error = "no outcome before the deadline";
+		}
+		a.at_ms = now;
+		(void)sched_apply(s, c, job, job->token, &o, &a, 1, NULL,
+		    broken);
+		(*budget)--;
+		sched_job_free(job);
+	}
+	freeReplyObject(r);
+	r = redisCommand(c, "ZRANGE %s 0 0 WITHSCORES", kf);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		(void)sched_reply_err(c, r, broken, "ZRANGE");
+		goto out;
+	}
+	if (r->elements == 2)
+		dl = score_of(r->element[1]);
+	pthread_mutex_lock(&s->lock);
+	t->next_deadline_ms[shard] = dl;
+	pthread_mutex_unlock(&s->lock);
+out:
+	if (r != NULL)
+		freeReplyObject(r);
+}
+
+/* Push topics with ready jobs: reserve what the dispatcher can take. */
+static int
+dispatch_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
+    int shard, int *budget, int *broken)
+{
+	char kt[SCHED_KEY_MAX];
+	struct sched_topic_info info;
+	struct sched_job **jobs;
+	redisReply *r;
+	size_t i, j, njobs;
+	int again = 0, blocked = 0, cap, n;
+
+	sched_key(kt, t->name, shard, "rt", NULL);
+	r = redisCommand(c, "SMEMBERS %s", kt);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		(void)sched_reply_err(c, r, broken, "SMEMBERS");
+		if (r != NULL)
+			freeReplyObject(r);
+		return 0;
+	}
+	for (i = 0; i < r->elements && !*broken; i++) {
+		const char *topic = r->element[i]->str;
+
+		if (r->element[i]->type != REDIS_REPLY_STRING ||
+		    s->hooks.topic_info == NULL ||
+		    s->hooks.topic_info(t->name, topic, &info,
+		    s->hooks.arg) != 0 || !info.push)
+			continue;
+		if (*budget <= 0) {
+			again = 1;
+			break;
+		}
+		cap = s->hooks.capacity != NULL ? s->hooks.capacity(t->name,
+		    topic, s->hooks.arg) : s->cfg.batch;
+		if (cap <= 0) {
+			blocked = 1;
+			continue;
+		}
+		n = cap < s->cfg.batch ? cap : s->cfg.batch;
+		(*budget)--;
+		if (sched_st_reserve(s, c, t->name, shard, topic, n,
+		    info.timeout_ms + SCHED_PUSH_MARGIN_MS, 0, &jobs, &njobs,
+		    broken) != SCHED_OK)
+			continue;
+		for (j = 0; j < njobs; j++) {
+			sched_transition(s, jobs[j], SCHED_READY,
+			    SCHED_IN_FLIGHT, NULL);
+			if (s->hooks.deliver != NULL)
+				s->hooks.deliver(jobs[j], s->hooks.arg);
+			else
+				sched_job_free(jobs[j]);
+		}
+		free(jobs);
+		if ((int)njobs == n)
+			again = 1;
+	}
+	freeReplyObject(r);
+	pthread_mutex_lock(&s->lock);
+	t->ready[shard] = (unsigned char)again;
+	if (blocked)
+		t->blocked[shard] = 1;
+	pthread_mutex_unlock(&s->lock);
+	return again;
+}
+
+/* One pass over the owned shards; 1 when work is left for the next. */
+static int
+pass(struct sched *s, redisContext *c, int *spin, int *broken)
+{
+	struct sched_tenant **tv, *t;
+	size_t nt, k, i;
+	int64_t now, due, dl;
+	int budget = PASS_BUDGET, more = 0, shard, rdy, unblock;
+
+	pthread_mutex_lock(&s->lock);
+	unblock = s->unblock;
+	s->unblock = 0;
+	if (unblock)
+		for (i = 0; i < s->ntenants; i++)
+			for (shard = 0; shard < s->cfg.shards; shard++)
+				if (s->tenants[i]->blocked[shard]) {
+					s->tenants[i]->blocked[shard] = 0;
+					s->tenants[i]->ready[shard] = 1;
+				}
+	if (s->quiesced) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	tv = tenants_snapshot(s, &nt);
+	now = sched_now_ms(s);
+	for (k = 0; k < nt && !*broken; k++) {
+		t = tv[(s->rr + k) % nt];
+		for (shard = 0; shard < s->cfg.shards && !*broken; shard++) {
+			if (!owned(s, shard))
+				continue;
+			if (budget <= 0) {
+				more = 1;
+				goto out;
+			}
+			pthread_mutex_lock(&s->lock);
+			due = t->next_due_ms[shard];
+			dl = t->next_deadline_ms[shard];
+			rdy = t->ready[shard];
+			pthread_mutex_unlock(&s->lock);
+			if (due <= now)
+				promote_shard(s, c, t, shard, now, &budget,
+				    spin, broken);
+			if (dl <= now && !*broken)
+				expire_shard(s, c, t, shard, now, &budget,
+				    broken);
+			pthread_mutex_lock(&s->lock);
+			rdy = t->ready[shard];
+			pthread_mutex_unlock(&s->lock);
+			if (rdy && !*broken)
+				more |= dispatch_shard(s, c, t, shard,
+				    &budget, broken);
+			pthread_mutex_lock(&s->lock);
+			if (t->next_due_ms[shard] <= now && !*spin)
+				more = 1;
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+out:
+	if (nt > 0)
+		s->rr = (s->rr + 1) % nt;
+	free(tv);
+	return more;
+}
+
+/* ---- the sweep ---------------------------------------------------------- */
+
+static void
+learn_tenants(struct sched *s, redisContext *c, int *broken)
+{
+	redisReply *r;
+	size_t i;
+
+	r = redisCommand(c, "SMEMBERS rd:tenants");
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		(void)sched_reply_err(c, r, broken, "SMEMBERS");
+	} else {
+		for (i = 0; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_STRING &&
+			    sched_valid_tenant(r->element[i]->str))
+				(void)sched_tenant_get(s, r->element[i]->str);
+	}
+	if (r != NULL)
+		freeReplyObject(r);
+}
+
+/* Re-reads every owned shard's heads (one pipeline), then purges. */
+static void
+sweep(struct sched *s, redisContext *c, int *broken)
+{
+	struct sched_tenant **tv, *t;
+	char k[SCHED_KEY_MAX];
+	uint32_t *gens;
+	redisReply *r[3];
+	void *rep;
+	size_t nt, i, sent = 0;
+	int shard, j, n, more, calls;
+
+	learn_tenants(s, c, broken);
+	if (*broken)
+		return;
+	tv = tenants_snapshot(s, &nt);
+	gens = xcalloc(nt * (size_t)s->cfg.shards + 1, sizeof(*gens));
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < nt; i++)
+		for (shard = 0; shard < s->cfg.shards; shard++)
+			gens[i * (size_t)s->cfg.shards + (size_t)shard] =
+			    tv[i]->gen[shard];
+	pthread_mutex_unlock(&s->lock);
+	for (i = 0; i < nt; i++)
+		for (shard = 0; shard < s->cfg.shards; shard++) {
+			if (!owned(s, shard))
+				continue;
+			t = tv[i];
+			sched_key(k, t->name, shard, "h", NULL);
+			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
+			sched_key(k, t->name, shard, "f", NULL);
+			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
+			sched_key(k, t->name, shard, "rt", NULL);
+			redisAppendCommand(c, "SCARD %s", k);
+			sent++;
+		}
+	for (i = 0; i < nt && sent > 0; i++)
+		for (shard = 0; shard < s->cfg.shards; shard++) {
+			if (!owned(s, shard))
+				continue;
+			t = tv[i];
+			for (j = 0; j < 3; j++) {
+				if (redisGetReply(c, &rep) != REDIS_OK) {
+					*broken = 1;
+					while (--j >= 0)
+						freeReplyObject(r[j]);
+					goto out;
+				}
+				r[j] = rep;
+			}
+			sent--;
+			pthread_mutex_lock(&s->lock);
+			if (r[0]->type == REDIS_REPLY_ARRAY) {
+				int64_t h = r[0]->elements == 2 ?
+				    score_of(r[0]->element[1]) : SCHED_NO_TIME;
+
+				if (t->gen[shard] == gens[i *
+				    (size_t)s->cfg.shards + (size_t)shard] ||
+				    h < t->next_due_ms[shard])
+					t->next_due_ms[shard] = h;
+			}
+			if (r[1]->type == REDIS_REPLY_ARRAY)
+				t->next_deadline_ms[shard] =
+				    r[1]->elements == 2 ?
+				    score_of(r[1]->element[1]) : SCHED_NO_TIME;
+			if (r[2]->type == REDIS_REPLY_INTEGER &&
+			    r[2]->integer > 0 && !t->blocked[shard])
+				t->ready[shard] = 1;
+			pthread_mutex_unlock(&s->lock);
+			for (j = 0; j < 3; j++)
+				freeReplyObject(r[j]);
+		}
+	/* Finished jobs past their retention leave. */
+	for (i = 0; i < nt && !*broken; i++)
+		for (shard = 0; shard < s->cfg.shards && !*broken; shard++) {
+			if (!owned(s, shard))
+				continue;
+			calls = 0;
+			do {
+				if (sched_st_purge(s, c, tv[i]->name, shard, &n,
+				    &more, broken) != SCHED_OK)
+					break;
+			} while (more && ++calls < PURGE_CALLS);
+		}
+out:
+	free(gens);
+	free(tv);
+}
+
+/* ---- the thread --------------------------------------------------------- */
+
+/* Sleeps up to ms (real time) unless woken, kicked or stopping. */
+static void
+timer_wait(struct sched *s, int64_t ms)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->stopping && !s->kicked && !s->woken && !s->unblock &&
+	    ms > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(ms / 1000);
+		ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+	}
+	s->woken = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* How long until the earliest known due time or deadline (ms, >= 0). */
+static int64_t
+until_next(struct sched *s)
+{
+	int64_t now = sched_now_ms(s), best = SCHED_NO_TIME, v;
+	size_t i;
+	int shard;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->ntenants; i++)
+		for (shard = 0; shard < s->cfg.shards; shard++) {
+			if (!owned(s, shard))
+				continue;
+			v = s->tenants[i]->next_due_ms[shard];
+			if (v < best)
+				best = v;
+			v = s->tenants[i]->next_deadline_ms[shard];
+			if (v < best)
+				best = v;
+			if (s->tenants[i]->ready[shard])
+				best = now;
+		}
+	pthread_mutex_unlock(&s->lock);
+	if (best == SCHED_NO_TIME)
+		return INT64_MAX;
+	return best > now ? best - now : 0;
+}
+
+static void
+set_state(struct sched *s, int ok, const char *why)
+{
+	pthread_mutex_lock(&s->lock);
+	s->redis_ok = ok;
+	if (why != NULL && s->schema_ok != 0)
+		snprintf(s->why, sizeof(s->why), "%s", why);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int
+stopping(struct sched *s)
+{
+	int v;
+
+	pthread_mutex_lock(&s->lock);
+	v = s->stopping;
+	pthread_mutex_unlock(&s->lock);
+	return v;
+}
+
+/*
+ * Connects and checks the schema and node.  NULL on failure, with *refused
+ * set when Redis answered but its schema is not one we know.
+ */
+static redisContext *
+timer_connect(struct sched *s, int *refused)
+{
+	char why[300], msg[400];
+	redisContext *c;
+	int broken = 0;
+
+	*refused = 0;
+	c = sched_redis_connect(&s->target, s->cfg.redis_timeout_ms, why,
+	    sizeof(why));
+	if (c == NULL) {
+		snprintf(msg, sizeof(msg), "redis unreachable: %s", why);
+		set_state(s, 0, msg);
+		return NULL;
+	}
+	if (sched_schema_check(s, c, 0, &broken) == -1 ||
+	    sched_node_ensure(s, c, &broken) == -1) {
+		if (broken)
+			set_state(s, 0, "redis connection lost");
+		else
+			*refused = 1;
+		redisFree(c);
+		return NULL;
+	}
+	set_state(s, 1, NULL);
+	return c;
+}
+
+static void *
+timer_main(void *arg)
+{
+	struct sched *s = arg;
+	redisContext *c = NULL;
+	int64_t backoff = BACKOFF_MIN_MS, next_sweep = 0, next_lease = 0;
+	int64_t now, sleep_ms, lease_every;
+	int broken, more, spin, kicked, force_sweep = 1, taken, abandon;
+	int was_down = 0, refused;
+
+	lease_every = s->cfg.lease_ms / 3 > 0 ? s->cfg.lease_ms / 3 : 1;
+	while (!stopping(s)) {
+		if (c == NULL) {
+			if ((c = timer_connect(s, &refused)) == NULL) {
+				__atomic_add_fetch(&s->passes, 1,
+				    __ATOMIC_RELEASE);
+				if (refused) {
+					/* Logged; look again now and then. */
+					timer_wait(s, s->cfg.sweep_ms);
+					continue;
+				}
+				if (!was_down)
+					log_warnx("scheduler: Redis "
+					    "unavailable; retrying with "
+					    "backoff");
+				was_down = 1;
+				timer_wait(s, backoff);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ?
+				    BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			}
+			if (was_down)
+				log_info("scheduler: Redis is back; resuming");
+			was_down = 0;
+			backoff = BACKOFF_MIN_MS;
+			next_lease = 0;
+			force_sweep = 1;
+		}
+		broken = 0;
+		pthread_mutex_lock(&s->lock);
+		kicked = s->kicked;
+		s->kicked = 0;
+		pthread_mutex_unlock(&s->lock);
+
+		now = real_ms();
+		if (now >= next_lease) {
+			taken = sched_leases_round(s, c, &broken);
+			next_lease = now + lease_every;
+			if (taken > 0)
+				force_sweep = 1;
+			if (!broken)
+				(void)sched_node_ensure(s, c, &broken);
+		}
+		if (!broken && (force_sweep || kicked || now >= next_sweep)) {
+			if (sched_schema_check(s, c, 0, &broken) == 0) {
+				sweep(s, c, &broken);
+			} else if (!broken) {
+				/* A schema we do not know appeared: stop. */
+				redisFree(c);
+				c = NULL;
+				continue;
+			}
+			next_sweep = now + s->cfg.sweep_ms;
+			force_sweep = 0;
+		}
+		spin = 0;
+		more = broken ? 0 : pass(s, c, &spin, &broken);
+		(void)spin;
+		__atomic_add_fetch(&s->passes, 1, __ATOMIC_RELEASE);
+		if (broken) {
+			redisFree(c);
+			c = NULL;
+			set_state(s, 0, "redis connection lost");
+			continue;
+		}
+		if (more)
+			continue;
+		sleep_ms = until_next(s);
+		if (sleep_ms < 1)
+			sleep_ms = 1;	/* Redis time has not reached it yet */
+		now = real_ms();
+		if (sleep_ms > next_sweep - now)
+			sleep_ms = next_sweep - now;
+		if (sleep_ms > next_lease - now)
+			sleep_ms = next_lease - now;
+		timer_wait(s, sleep_ms);
+	}
+	pthread_mutex_lock(&s->lock);
+	abandon = s->abandon;
+	pthread_mutex_unlock(&s->lock);
+	if (c != NULL && !abandon)
+		sched_leases_release(s, c);
+	if (c != NULL)
+		redisFree(c);
+	return NULL;
+}
+
+void
+sched_timer_wake(struct sched *s, int unblock)
+{
+	pthread_mutex_lock(&s->lock);
+	s->woken = 1;
+	if (unblock)
+		s->unblock = 1;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void
+sched_kick(struct sched *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->kicked = 1;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void
+sched_shard_taken(struct sched *s, int shard)
+{
+	invalidate_shard(s, shard);
+}
+
+int
+sched_timer_start(struct sched *s)
+{
+	int err;
+
+	if (pipe(s->sub_fd) == -1)
+		return -1;
+	(void)fcntl(s->sub_fd[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(s->sub_fd[1], F_SETFL, O_NONBLOCK);
+	(void)fcntl(s->sub_fd[0], F_SETFD, FD_CLOEXEC);
+	(void)fcntl(s->sub_fd[1], F_SETFD, FD_CLOEXEC);
+	if ((err = pthread_create(&s->timer_thr, NULL, timer_main, s)) != 0)
+		goto fail;
+	if ((err = pthread_create(&s->sub_thr, NULL, sched_sub_main,
+	    s)) != 0) {
+		pthread_mutex_lock(&s->lock);
+		s->stopping = 1;
+		pthread_cond_signal(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->timer_thr, NULL);
+		goto fail;
+	}
+	s->started = 1;
+	return 0;
+fail:
+	close(s->sub_fd[0]);
+	close(s->sub_fd[1]);
+	s->sub_fd[0] = s->sub_fd[1] = -1;
+	errno = err;
+	return -1;
+}
+
+void
+sched_timer_stop(struct sched *s)
+{
+	char b = 'x';
+
+	if (!s->started)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = 1;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	(void)write(s->sub_fd[1], &b, 1);
+	pthread_join(s->timer_thr, NULL);
+	pthread_join(s->sub_thr, NULL);
+	close(s->sub_fd[0]);
+	close(s->sub_fd[1]);
+	s->sub_fd[0] = s->sub_fd[1] = -1;
+	s->started = 0;
+}

@@ -1,0 +1,1600 @@
+/*
+ * test_sched.c - unit tests of the Redis delay core against a real
+ * redis-server (tests/unit/redisfix.c): the job operations, time on the fake
+ * clock ("never early", order), dedup, cancel and reschedule, fenced acks,
+ * expiry, dead letters, counts, retention, restore, schema refusal, NOSCRIPT,
+ * a 100k burst promoted in bounded calls, and memory per job.  The
+ * multi-instance and restart tests are in test_sched_multi.c and run first,
+ * on real time, because the fake clock cannot be turned off once on.
+ *
+ * Key decision: every test starts from a flushed Redis and a new instance,
+ * moves the fake clock, kicks the timer and waits for its pass counter, so
+ * nothing depends on how long anything takes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "scheduler/conn.h"
+#include "scheduler/sched.h"
+#include "tests/unit/test_sched.h"
+#include "util/clock.h"
+#include "util/crypto.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define T0	INT64_C(1700000000000)
+
+/* ---- shared helpers (declared in test_sched.h) -------------------------- */
+
+int64_t
+real_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+nap_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+int
+wait_for(int (*cond)(void *), void *arg, int64_t deadline_ms)
+{
+	int64_t end = real_ms() + deadline_ms;
+
+	while (!cond(arg)) {
+		if (real_ms() > end)
+			return cond(arg);
+		nap_ms(1);
+	}
+	return 1;
+}
+
+static int
+topic_info(const char *tenant, const char *topic, struct sched_topic_info *out,
+    void *arg)
+{
+	const char *sched = NULL;
+
+	(void)tenant;
+	(void)arg;
+	memset(out, 0, sizeof(*out));
+	out->max_in_flight = 100;
+	out->timeout_ms = 1000;
+	out->ttr_ms = 1000;
+	if (strcmp(topic, "pull") == 0) {
+		sched = "<0,0,1s>";
+	} else if (strcmp(topic, "push") == 0) {
+		out->push = 1;
+		sched = "<0,1s,1s>";
+	} else if (strcmp(topic, "once") == 0) {
+		sched = "<0>";
+	} else if (strcmp(topic, "other") == 0) {
+		sched = "<0,0>";
+	} else {
+		return -1;
+	}
+	return schedule_parse(sched, strlen(sched), 0, &out->schedule, NULL);
+}
+
+static int
+capacity(const char *tenant, const char *topic, void *arg)
+{
+	struct tinst *ti = arg;
+	int cap;
+
+	(void)tenant;
+	(void)topic;
+	pthread_mutex_lock(&ti->rec->lock);
+	cap = ti->rec->capacity < 0 ? 1000 : ti->rec->capacity - ti->inflight;
+	pthread_mutex_unlock(&ti->rec->lock);
+	return cap;
+}
+
+/* Open addressing on the id; grows at half full. */
+static int *
+count_slot(struct tcount *c, const char *id)
+{
+	size_t i, cap;
+
+	if (c->cap == 0 || c->n == NULL) {
+		c->cap = 1024;
+		c->ids = xcalloc(c->cap, sizeof(*c->ids));
+		c->n = xcalloc(c->cap, sizeof(*c->n));
+	}
+	for (;;) {
+		i = crc32_update(0, id, strlen(id)) & (c->cap - 1);
+		for (cap = 0; cap < c->cap; cap++, i = (i + 1) & (c->cap - 1)) {
+			if (c->ids[i][0] == '\0') {
+				size_t used = 0, k;
+
+				for (k = 0; k < c->cap; k++)
+					used += c->ids[k][0] != '\0';
+				if (used * 2 < c->cap) {
+					snprintf(c->ids[i], sizeof(c->ids[i]),
+					    "%s", id);
+					return &c->n[i];
+				}
+				break;
+			}
+			if (strcmp(c->ids[i], id) == 0)
+				return &c->n[i];
+		}
+		/* grow */
+		{
+			struct tcount nc = { NULL, NULL, 0 };
+			size_t k;
+
+			nc.cap = c->cap * 2;
+			nc.ids = xcalloc(nc.cap, sizeof(*nc.ids));
+			nc.n = xcalloc(nc.cap, sizeof(*nc.n));
+			for (k = 0; k < c->cap; k++) {
+				size_t j;
+
+				if (c->ids[k][0] == '\0')
+					continue;
+				j = crc32_update(0, c->ids[k],
+				    strlen(c->ids[k])) & (nc.cap - 1);
+				while (nc.ids[j][0] != '\0')
+					j = (j + 1) & (nc.cap - 1);
+				memcpy(nc.ids[j], c->ids[k],
+				    sizeof(nc.ids[j]));
+				nc.n[j] = c->n[k];
+			}
+			free(c->ids);
+			free(c->n);
+			*c = nc;
+		}
+	}
+}
+
+static void
+deliver(struct sched_job *job, void *arg)
+{
+	struct tinst *ti = arg;
+	struct trec *r = ti->rec;
+
+	pthread_mutex_lock(&r->lock);
+	if (clock_wall_ms() < job->due_ms)
+		r->early++;
+	if (clock_wall_ms() - job->due_ms > r->max_late_ms &&
+	    job->attempts == 0)
+		r->max_late_ms = clock_wall_ms() - job->due_ms;
+	r->ndelivered++;
+	(*count_slot(&r->count, job->id))++;
+	ti->inflight++;
+	if (r->nqueue == r->capqueue) {
+		r->capqueue = r->capqueue ? r->capqueue * 2 : 64;
+		r->queue = xreallocarray(r->queue, r->capqueue,
+		    sizeof(*r->queue));
+	}
+	r->queue[r->nqueue].job = job;
+	r->queue[r->nqueue++].ti = ti;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void
+ready(const char *tenant, const char *topic, void *arg)
+{
+	struct tinst *ti = arg;
+
+	(void)tenant;
+	(void)topic;
+	pthread_mutex_lock(&ti->rec->lock);
+	ti->rec->nready++;
+	pthread_mutex_unlock(&ti->rec->lock);
+}
+
+static void
+transition(const struct sched_job *job, enum sched_state from,
+    enum sched_state to, const struct sched_attempt *a, void *arg)
+{
+	struct tinst *ti = arg;
+
+	(void)job;
+	(void)a;
+	pthread_mutex_lock(&ti->rec->lock);
+	ti->rec->ntrans[from][to]++;
+	pthread_mutex_unlock(&ti->rec->lock);
+}
+
+static void
+redis_lost(void *arg)
+{
+	struct tinst *ti = arg;
+	int mark;
+
+	pthread_mutex_lock(&ti->rec->lock);
+	ti->rec->nlost++;
+	mark = ti->rec->mark_on_lost;
+	pthread_mutex_unlock(&ti->rec->lock);
+	if (mark)
+		(void)sched_mark_schema(ti->s);
+}
+
+static void
+done_with(struct trec *r, struct tinst *ti)
+{
+	pthread_mutex_lock(&r->lock);
+	ti->inflight--;
+	pthread_mutex_unlock(&r->lock);
+}
+
+struct sched_job *
+take_delivery(struct trec *r)
+{
+	struct sched_job *job = NULL;
+	int64_t end = real_ms() + T_DEADLINE_MS;
+	struct tinst *ti = NULL;
+
+	pthread_mutex_lock(&r->lock);
+	while (r->nqueue == 0 && real_ms() < end) {
+		pthread_mutex_unlock(&r->lock);
+		nap_ms(1);
+		pthread_mutex_lock(&r->lock);
+	}
+	if (r->nqueue > 0) {
+		job = r->queue[0].job;
+		ti = r->queue[0].ti;
+		memmove(r->queue, r->queue + 1, --r->nqueue *
+		    sizeof(*r->queue));
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (ti != NULL)
+		done_with(r, ti);
+	return job;
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct trec *r = arg;
+	struct schedule_outcome ok = { SCHEDULE_OK, 200, -1 };
+	struct sched_job *job;
+	struct tinst *ti;
+	enum sched_err e;
+	int64_t end;
+
+	for (;;) {
+		pthread_mutex_lock(&r->lock);
+		while (r->nqueue == 0 && !r->stop_worker)
+			pthread_cond_wait(&r->cond, &r->lock);
+		if (r->nqueue == 0) {
+			pthread_mutex_unlock(&r->lock);
+			break;
+		}
+		job = r->queue[0].job;
+		ti = r->queue[0].ti;
+		memmove(r->queue, r->queue + 1, --r->nqueue *
+		    sizeof(*r->queue));
+		pthread_mutex_unlock(&r->lock);
+		/* Like the dispatcher: retry while Redis is away. */
+		end = real_ms() + T_DEADLINE_MS;
+		do {
+			e = sched_report(ti->s, job->tenant, job->id,
+			    job->token, &ok, NULL, NULL);
+			if (e == SCHED_EUNAVAIL)
+				nap_ms(20);
+		} while (e == SCHED_EUNAVAIL && real_ms() < end);
+		done_with(r, ti);
+		sched_job_free(job);
+	}
+	return NULL;
+}
+
+void
+trec_init(struct trec *r, struct redisfix *redis)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	r->redis = redis;
+	r->capacity = -1;
+}
+
+void
+trec_worker_start(struct trec *r)
+{
+	r->stop_worker = 0;
+	assert_int_equal(pthread_create(&r->worker, NULL, worker_main, r), 0);
+	r->worker_on = 1;
+}
+
+void
+trec_worker_stop(struct trec *r)
+{
+	if (!r->worker_on)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop_worker = 1;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->worker, NULL);
+	r->worker_on = 0;
+}
+
+void
+trec_free(struct trec *r)
+{
+	size_t i;
+
+	trec_worker_stop(r);
+	for (i = 0; i < r->nqueue; i++)
+		sched_job_free(r->queue[i].job);
+	free(r->queue);
+	free(r->count.ids);
+	free(r->count.n);
+	pthread_cond_destroy(&r->cond);
+	pthread_mutex_destroy(&r->lock);
+}
+
+int
+trec_count(struct trec *r, const char *id)
+{
+	int n;
+
+	pthread_mutex_lock(&r->lock);
+	n = *count_slot(&r->count, id);
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+int
+trec_dups(struct trec *r)
+{
+	size_t i;
+	int d = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < r->count.cap; i++)
+		if (r->count.ids != NULL && r->count.n[i] > 1)
+			d++;
+	pthread_mutex_unlock(&r->lock);
+	return d;
+}
+
+int
+trec_distinct(struct trec *r)
+{
+	size_t i;
+	int d = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < r->count.cap; i++)
+		if (r->count.ids != NULL && r->count.n[i] > 0)
+			d++;
+	pthread_mutex_unlock(&r->lock);
+	return d;
+}
+
+uint64_t
+trec_delivered(struct trec *r)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->ndelivered;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+struct tinst *
+tinst_new(struct trec *r, const char *name, int fake, int64_t lease_ms,
+    int64_t sweep_ms, int64_t retention_ms)
+{
+	struct sched_config cfg;
+	struct sched_hooks h;
+	struct tinst *ti = xcalloc(1, sizeof(*ti));
+	char why[256];
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.redis_url = r->redis->url;
+	cfg.redis_timeout_ms = 2000;
+	cfg.shards = 16;
+	cfg.batch = 100;
+	cfg.sweep_ms = sweep_ms > 0 ? sweep_ms : 200;
+	cfg.lease_ms = lease_ms > 0 ? lease_ms : 2000;
+	cfg.retention_ms = retention_ms > 0 ? retention_ms : 3600000;
+	cfg.retry_after_cap_ms = 3600000;
+	cfg.instance = name;
+	cfg.fake_clock = fake;
+	memset(&h, 0, sizeof(h));
+	h.topic_info = topic_info;
+	h.capacity = capacity;
+	h.deliver = deliver;
+	h.ready = ready;
+	h.transition = transition;
+	h.redis_lost = redis_lost;
+	h.arg = ti;
+	ti->rec = r;
+	ti->s = sched_new(&cfg, &h, why, sizeof(why));
+	assert_non_null(ti->s);
+	assert_int_equal(sched_start(ti->s), 0);
+	return ti;
+}
+
+void
+tinst_free(struct tinst *ti, int abandon)
+{
+	if (ti == NULL)
+		return;
+	if (abandon)
+		sched_abandon(ti->s);
+	else
+		sched_stop(ti->s);
+	sched_free(ti->s);
+	free(ti);
+}
+
+struct owned_arg {
+	struct tinst	*ti;
+	int		 want;
+};
+
+static int
+owned_cond(void *arg)
+{
+	struct owned_arg *a = arg;
+
+	return sched_ready(a->ti->s, NULL, 0) &&
+	    sched_owned_shards(a->ti->s) >= a->want;
+}
+
+void
+wait_owned(struct tinst *ti, int want)
+{
+	struct owned_arg a = { ti, want };
+
+	assert_true(wait_for(owned_cond, &a, T_DEADLINE_MS));
+}
+
+struct pass_arg {
+	struct sched	*s;
+	uint64_t	 until;
+};
+
+static int
+pass_cond(void *arg)
+{
+	struct pass_arg *a = arg;
+
+	return sched_passes(a->s) >= a->until;
+}
+
+void
+kick_wait(struct sched *s)
+{
+	struct pass_arg a = { s, sched_passes(s) + 2 };
+
+	sched_kick(s);
+	assert_true(wait_for(pass_cond, &a, T_DEADLINE_MS));
+}
+
+void
+expect_counts(struct sched *s, const char *topic,
+    const int64_t want[SCHED_NSTATES])
+{
+	int64_t got[SCHED_NSTATES];
+	int i;
+
+	assert_int_equal(sched_counts(s, T_TENANT, topic, got), SCHED_OK);
+	for (i = 0; i < SCHED_NSTATES; i++) {
+		if (got[i] != want[i])
+			print_error("count of %s in %s: %lld, want %lld\n",
+			    sched_state_name((enum sched_state)i),
+			    topic != NULL ? topic : "(tenant)",
+			    (long long)got[i], (long long)want[i]);
+		assert_int_equal(got[i], want[i]);
+	}
+}
+
+void
+flush_redis(struct redisfix *f)
+{
+	redisReply *r = redisfix_cmd(f, "FLUSHALL");
+
+	assert_non_null(r);
+	freeReplyObject(r);
+}
+
+/* ---- the fake-clock group ----------------------------------------------- */
+
+struct fx {
+	struct redisfix	 redis;
+	struct trec	 rec;
+	struct tinst	*ti;
+};
+
+static struct redisfix fake_redis;
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (redisfix_start(&fake_redis) == -1)
+		return -1;
+	clock_set_fake(T0);
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	redisfix_stop(&fake_redis);
+	return 0;
+}
+
+static int
+setup(void **state)
+{
+	struct fx *f = xcalloc(1, sizeof(*f));
+
+	flush_redis(&fake_redis);
+	f->redis = fake_redis;
+	trec_init(&f->rec, &fake_redis);
+	f->ti = tinst_new(&f->rec, "fake", 1, 0, 0, 0);
+	wait_owned(f->ti, 16);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fx *f = *state;
+
+	tinst_free(f->ti, 0);
+	trec_free(&f->rec);
+	free(f);
+	return 0;
+}
+
+/* Pushes a job due at due with these fields; returns its id. */
+static void
+push(struct sched *s, const char *topic, int64_t due, int pri,
+    const char *bizkey, char id[ID_LEN + 65])
+{
+	struct sched_push p;
+	struct sched_push_result res;
+	char nid[ID_LEN + 1];
+
+	sched_new_id(s, bizkey, nid);
+	memset(&p, 0, sizeof(p));
+	p.tenant = T_TENANT;
+	p.topic = topic;
+	p.id = nid;
+	p.bizkey = bizkey;
+	p.run_at_ms = due;
+	p.priority = pri;
+	p.body = "{\"n\":1}";
+	p.body_len = 7;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	snprintf(id, ID_LEN + 65, "%s", res.id);
+}
+
+static enum sched_state
+state_of(struct sched *s, const char *id)
+{
+	struct sched_job *job;
+	enum sched_state st;
+
+	assert_int_equal(sched_get(s, T_TENANT, id, &job), SCHED_OK);
+	st = job->state;
+	sched_job_free(job);
+	return st;
+}
+
+static void
+test_push_get_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_push p;
+	struct sched_push_result res;
+	struct sched_job *job;
+	char id[ID_LEN + 1];
+	static const char body[] = "bin\0ary\xff\x01 body";
+
+	sched_new_id(s, "order-42", id);
+	memset(&p, 0, sizeof(p));
+	p.tenant = T_TENANT;
+	p.topic = "pull";
+	p.id = id;
+	p.bizkey = "order-42";
+	p.run_at_ms = T0 + 5000;
+	p.priority = -7;
+	p.body = body;
+	p.body_len = sizeof(body) - 1;
+	p.headers_json = "{\"X-A\":\"b\"}";
+	p.schedule = "<0,5s>";
+	p.ttr_ms = 4321;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	assert_string_equal(res.id, id);
+	assert_int_equal(res.deduplicated, 0);
+	assert_int_equal(res.run_at_ms, T0 + 5000);
+	assert_int_equal(res.state, SCHED_SCHEDULED);
+
+	assert_int_equal(sched_get(s, T_TENANT, id, &job), SCHED_OK);
+	assert_string_equal(job->id, id);
+	assert_string_equal(job->tenant, T_TENANT);
+	assert_string_equal(job->topic, "pull");
+	assert_string_equal(job->bizkey, "order-42");
+	assert_int_equal(job->state, SCHED_SCHEDULED);
+	assert_int_equal(job->due_ms, T0 + 5000);
+	assert_int_equal(job->priority, -7);
+	assert_int_equal(job->attempts, 0);
+	assert_int_equal(job->body_len, sizeof(body) - 1);
+	assert_memory_equal(job->body, body, sizeof(body) - 1);
+	assert_string_equal(job->headers_json, "{\"X-A\":\"b\"}");
+	assert_string_equal(job->schedule, "<0,5s>");
+	assert_int_equal(job->ttr_ms, 4321);
+	assert_int_equal(job->shard, sched_shard_of(s, id));
+	assert_int_equal(job->shard, sched_shard_for(s, "order-42", NULL));
+	assert_int_equal(job->nattempt_log, 0);
+	sched_job_free(job);
+
+	/* Another tenant does not see it. */
+	assert_int_equal(sched_get(s, "other", id, &job), SCHED_ENOTFOUND);
+	/* A client-given id, with a bizkey in another shard: found. */
+	p.id = "client:id-1";
+	p.bizkey = "zz-bizkey";
+	p.body = "";
+	p.body_len = 0;
+	p.headers_json = NULL;
+	p.schedule = NULL;
+	p.priority = 1000;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	assert_string_equal(res.id, "client:id-1");
+	assert_int_equal(sched_get(s, T_TENANT, "client:id-1", &job),
+	    SCHED_OK);
+	assert_int_equal(job->body_len, 0);
+	assert_int_equal(job->priority, 1000);
+	assert_int_equal(job->created_ms, T0);
+	assert_null(job->headers_json);
+	sched_job_free(job);
+	/* The same client id again: the existing job, not a second. */
+	p.bizkey = NULL;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	assert_int_equal(res.deduplicated, 1);
+	/* Bad input. */
+	p.id = "bad id";
+	assert_int_equal(sched_push(s, &p, &res), SCHED_EINVAL);
+	p.id = "ok";
+	p.priority = 1001;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_EINVAL);
+	p.priority = 0;
+	p.topic = "bad topic";
+	assert_int_equal(sched_push(s, &p, &res), SCHED_EINVAL);
+	assert_int_equal(sched_get(s, T_TENANT, "NOPE", &job),
+	    SCHED_ENOTFOUND);
+}
+
+static void
+test_never_early_and_order(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job *job;
+	char a[ID_LEN + 65], b[ID_LEN + 65], c[ID_LEN + 65], d[ID_LEN + 65];
+	char e[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	push(s, "pull", now + 100, 0, NULL, a);
+	push(s, "pull", now + 50, 0, NULL, b);
+	push(s, "pull", now + 50, 5, NULL, c);	/* same due, higher pri */
+	push(s, "pull", now + 60, 9, NULL, d);	/* later, highest pri */
+	push(s, "pull", now + 40, -3, NULL, e);	/* earliest, lowest pri */
+
+	clock_advance_ms(39);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_ENOTFOUND);
+	want[SCHED_SCHEDULED] = 5;
+	expect_counts(s, "pull", want);
+
+	clock_advance_ms(1);			/* now + 40: e only */
+	kick_wait(s);
+	want[SCHED_SCHEDULED] = 4;
+	want[SCHED_READY] = 1;
+	expect_counts(s, "pull", want);
+
+	clock_advance_ms(9);			/* now + 49: still e only */
+	kick_wait(s);
+	expect_counts(s, "pull", want);
+
+	clock_advance_ms(60);			/* now + 109: all due */
+	kick_wait(s);
+	want[SCHED_SCHEDULED] = 0;
+	want[SCHED_READY] = 5;
+	expect_counts(s, "pull", want);
+
+	/* Priority first, then due time. */
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, d);
+	assert_int_equal(strlen(job->token), SCHED_TOKEN_LEN);
+	assert_int_equal(job->deadline_ms, clock_wall_ms() + 1000);
+	sched_job_free(job);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, c);
+	sched_job_free(job);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, b);
+	sched_job_free(job);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, a);
+	sched_job_free(job);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, e);
+	sched_job_free(job);
+	want[SCHED_READY] = 0;
+	want[SCHED_IN_FLIGHT] = 5;
+	expect_counts(s, "pull", want);
+	expect_counts(s, NULL, want);
+	assert_true(f->rec.nready > 0);
+}
+
+static void
+test_push_never_early(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 200, -1 };
+	struct sched_job *job;
+	char id[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int i;
+
+	for (i = 0; i < 20; i++)
+		push(s, "push", now + 10 * (i % 7) + 1, 0, NULL, id);
+	for (i = 0; i < 80; i++) {
+		clock_advance_ms(1);
+		kick_wait(s);
+	}
+	for (i = 0; i < 20; i++) {
+		job = take_delivery(&f->rec);
+		assert_non_null(job);
+		assert_true(job->due_ms <= clock_wall_ms());
+		assert_int_equal(sched_report(s, T_TENANT, job->id, job->token,
+		    &ok, NULL, NULL), SCHED_OK);
+		sched_job_free(job);
+	}
+	assert_int_equal(f->rec.early, 0);
+	assert_int_equal(f->rec.ntrans[SCHED_IN_FLIGHT][SCHED_DELIVERED], 20);
+}
+
+static void
+test_bizkey_dedup(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_push p;
+	struct sched_push_result res;
+	struct sched_job *job;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	char a[ID_LEN + 65], b[ID_LEN + 65], cid[ID_LEN + 65];
+	char id2[ID_LEN + 1];
+	int64_t now = clock_wall_ms();
+
+	push(s, "pull", now + 10, 0, "patient-7", a);
+	/* Same bizkey, same topic: the first job, not a new one. */
+	sched_new_id(s, "patient-7", id2);
+	memset(&p, 0, sizeof(p));
+	p.tenant = T_TENANT;
+	p.topic = "pull";
+	p.id = id2;
+	p.bizkey = "patient-7";
+	p.run_at_ms = now + 999;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	assert_int_equal(res.deduplicated, 1);
+	assert_string_equal(res.id, a);
+	assert_int_equal(res.run_at_ms, now + 10);
+	assert_int_equal(sched_get(s, T_TENANT, id2, &job), SCHED_ENOTFOUND);
+	/* Another topic: its own job. */
+	push(s, "other", now + 10, 0, "patient-7", b);
+	assert_string_not_equal(a, b);
+
+	/* Finished jobs free the bizkey. */
+	clock_advance_ms(10);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, a);
+	assert_int_equal(sched_report(s, T_TENANT, job->id, job->token, &ok,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(job);
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	assert_int_equal(res.deduplicated, 0);
+	assert_string_equal(res.id, id2);
+
+	/* Cancel by bizkey. */
+	assert_int_equal(sched_cancel_bizkey(s, T_TENANT, "pull", "patient-7",
+	    cid), SCHED_OK);
+	assert_string_equal(cid, id2);
+	assert_int_equal(state_of(s, id2), SCHED_CANCELLED);
+	assert_int_equal(sched_cancel_bizkey(s, T_TENANT, "pull", "patient-7",
+	    cid), SCHED_ENOTFOUND);
+	assert_int_equal(sched_cancel_bizkey(s, T_TENANT, "pull", "nobody",
+	    cid), SCHED_ENOTFOUND);
+}
+
+static void
+test_cancel_reschedule(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job *job;
+	char a[ID_LEN + 65], b[ID_LEN + 65], c[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	push(s, "pull", now + 100, 0, NULL, a);
+	push(s, "pull", now + 200, 0, NULL, b);
+	push(s, "pull", now + 300, 0, NULL, c);
+	assert_int_equal(sched_cancel(s, T_TENANT, a), SCHED_OK);
+	assert_int_equal(state_of(s, a), SCHED_CANCELLED);
+	assert_int_equal(sched_cancel(s, T_TENANT, a), SCHED_ECONFLICT);
+	assert_int_equal(sched_cancel(s, T_TENANT, "NOSUCHJOB"),
+	    SCHED_ENOTFOUND);
+	assert_int_equal(sched_reschedule(s, T_TENANT, a, now + 1),
+	    SCHED_ECONFLICT);
+	want[SCHED_SCHEDULED] = 2;
+	want[SCHED_CANCELLED] = 1;
+	expect_counts(s, "pull", want);
+
+	/* c earlier than b, b later. */
+	assert_int_equal(sched_reschedule(s, T_TENANT, c, now + 50), SCHED_OK);
+	assert_int_equal(sched_reschedule(s, T_TENANT, b, now + 500),
+	    SCHED_OK);
+	assert_int_equal(sched_get(s, T_TENANT, c, &job), SCHED_OK);
+	assert_int_equal(job->due_ms, now + 50);
+	sched_job_free(job);
+	clock_advance_ms(49);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_ENOTFOUND);
+	clock_advance_ms(1);
+	kick_wait(s);
+	assert_int_equal(state_of(s, c), SCHED_READY);
+	assert_int_equal(sched_reschedule(s, T_TENANT, c, now + 900),
+	    SCHED_ECONFLICT);
+	clock_advance_ms(250);		/* b's old due time: not moved yet */
+	kick_wait(s);
+	assert_int_equal(state_of(s, b), SCHED_SCHEDULED);
+	/* Cancel a ready job and an in-flight one. */
+	assert_int_equal(sched_cancel(s, T_TENANT, c), SCHED_OK);
+	clock_advance_ms(200);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, b);
+	assert_int_equal(sched_cancel(s, T_TENANT, b), SCHED_OK);
+	{
+		struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+
+		assert_int_equal(sched_report(s, T_TENANT, b, job->token, &ok,
+		    NULL, NULL), SCHED_ESTALE);
+	}
+	sched_job_free(job);
+	memset(want, 0, sizeof(want));
+	want[SCHED_CANCELLED] = 3;
+	expect_counts(s, "pull", want);
+	expect_counts(s, NULL, want);
+}
+
+static void
+test_stale_ack_and_expiry(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	struct sched_job *j1, *j2, *job;
+	char a[ID_LEN + 65], tok1[SCHED_TOKEN_LEN + 1];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	push(s, "pull", now, 0, NULL, a);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &j1), SCHED_OK);
+	snprintf(tok1, sizeof(tok1), "%s", j1->token);
+	/* Time to run (1000 ms, the topic's) passes: a failed attempt. */
+	clock_advance_ms(999);
+	kick_wait(s);
+	assert_int_equal(state_of(s, a), SCHED_IN_FLIGHT);
+	clock_advance_ms(1);
+	kick_wait(s);
+	kick_wait(s);	/* expired, retried at once (<0,0,1s>), promoted */
+	assert_int_equal(sched_get(s, T_TENANT, a, &job), SCHED_OK);
+	assert_int_equal(job->state, SCHED_READY);
+	assert_int_equal(job->attempts, 1);
+	assert_int_equal(job->nattempt_log, 1);
+	assert_string_equal(job->attempt_log[0].error, "time to run expired");
+	sched_job_free(job);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &j2), SCHED_OK);
+	assert_string_equal(j2->id, a);
+	assert_string_not_equal(j2->token, tok1);
+	/* The late ack of the first reservation is refused. */
+	assert_int_equal(sched_report(s, T_TENANT, a, tok1, &ok, NULL, NULL),
+	    SCHED_ESTALE);
+	assert_int_equal(sched_report(s, T_TENANT, a, "short", &ok, NULL,
+	    NULL), SCHED_ESTALE);
+	assert_int_equal(sched_report(s, T_TENANT, a, j2->token, &ok, NULL,
+	    NULL), SCHED_OK);
+	assert_int_equal(sched_report(s, T_TENANT, a, j2->token, &ok, NULL,
+	    NULL), SCHED_ESTALE);
+	assert_int_equal(sched_get(s, T_TENANT, a, &job), SCHED_OK);
+	assert_int_equal(job->state, SCHED_DELIVERED);
+	assert_int_equal(job->attempts, 2);
+	assert_int_equal(job->nattempt_log, 2);
+	sched_job_free(job);
+	sched_job_free(j1);
+	sched_job_free(j2);
+	want[SCHED_DELIVERED] = 1;
+	expect_counts(s, "pull", want);
+	assert_int_equal(f->rec.ntrans[SCHED_IN_FLIGHT][SCHED_RETRYING], 1);
+}
+
+static void
+test_nack_dead_retry_redrive(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome nack = { SCHEDULE_NACK, 0, -1 };
+	struct schedule_decision d;
+	struct sched_job *job, **dead;
+	char ids[5][ID_LEN + 65], cur[128], seen[5][ID_LEN + 65];
+	char died[5][ID_LEN + 65];
+	size_t n, i, k, nseen = 0;
+	int64_t now = clock_wall_ms(), count;
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	for (i = 0; i < 5; i++)
+		push(s, "once", now, 0, NULL, ids[i]);
+	kick_wait(s);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(sched_reserve(s, T_TENANT, "once", 0, &job),
+		    SCHED_OK);
+		assert_int_equal(sched_report(s, T_TENANT, job->id,
+		    job->token, &nack, NULL, &d), SCHED_OK);
+		assert_int_equal(d.verdict, SCHEDULE_DEAD);
+		snprintf(died[i], sizeof(died[i]), "%s", job->id);
+		sched_job_free(job);
+		clock_advance_ms(1);	/* distinct dead times */
+	}
+	want[SCHED_DEAD] = 5;
+	expect_counts(s, "once", want);
+
+	/* Newest first, two by two, each once. */
+	cur[0] = '\0';
+	do {
+		assert_int_equal(sched_dead_list(s, T_TENANT, "once", cur, 2,
+		    &dead, &n, cur, sizeof(cur)), SCHED_OK);
+		for (i = 0; i < n; i++) {
+			assert_int_equal(dead[i]->state, SCHED_DEAD);
+			for (k = 0; k < nseen; k++)
+				assert_string_not_equal(seen[k], dead[i]->id);
+			snprintf(seen[nseen++], sizeof(seen[0]), "%s",
+			    dead[i]->id);
+			sched_job_free(dead[i]);
+		}
+		free(dead);
+	} while (cur[0] != '\0' && nseen < 5);
+	assert_int_equal(nseen, 5);
+	for (i = 0; i < 5; i++)
+		assert_string_equal(seen[i], died[4 - i]);
+
+	/* One back, then the rest. */
+	assert_int_equal(sched_retry(s, T_TENANT, ids[0]), SCHED_OK);
+	assert_int_equal(sched_retry(s, T_TENANT, ids[0]), SCHED_ECONFLICT);
+	assert_int_equal(sched_get(s, T_TENANT, ids[0], &job), SCHED_OK);
+	assert_int_equal(job->state, SCHED_SCHEDULED);
+	assert_int_equal(job->attempts, 0);
+	assert_int_equal(job->due_ms, clock_wall_ms());
+	sched_job_free(job);
+	assert_int_equal(sched_redrive(s, T_TENANT, "once", &count),
+	    SCHED_OK);
+	assert_int_equal(count, 4);
+	{
+		int64_t got[SCHED_NSTATES];
+
+		/* Due now: the timer may promote them at once. */
+		assert_int_equal(sched_counts(s, T_TENANT, "once", got),
+		    SCHED_OK);
+		assert_int_equal(got[SCHED_DEAD], 0);
+		assert_int_equal(got[SCHED_SCHEDULED] + got[SCHED_READY], 5);
+	}
+	memset(want, 0, sizeof(want));
+	kick_wait(s);
+	want[SCHED_SCHEDULED] = 0;
+	want[SCHED_READY] = 5;
+	expect_counts(s, "once", want);
+}
+
+static void
+test_push_mode_outcomes(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome fail = { SCHEDULE_HTTP, 500, -1 };
+	struct schedule_outcome busy = { SCHEDULE_HTTP, 503, -1 };
+	struct schedule_decision d;
+	struct sched_attempt at;
+	struct sched_job *job;
+	char a[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	push(s, "push", now, 0, NULL, a);
+	kick_wait(s);
+	job = take_delivery(&f->rec);
+	assert_non_null(job);
+	assert_string_equal(job->id, a);
+	assert_int_equal(job->deadline_ms, now + 1000 + 5000);
+	memset(&at, 0, sizeof(at));
+	at.at_ms = now;
+	at.status = 500;
+	at.latency_ms = 12;
+	at.error = "HTTP 500";
+	at.excerpt = "oops\0x";
+	at.excerpt_len = 6;
+	/* Attempt 1 fails: <0,1s,1s> retries 1 s later. */
+	assert_int_equal(sched_report(s, T_TENANT, a, job->token, &fail, &at,
+	    &d), SCHED_OK);
+	assert_int_equal(d.verdict, SCHEDULE_RETRY);
+	assert_int_equal(d.next_ms, now + 1000);
+	sched_job_free(job);
+	want[SCHED_RETRYING] = 1;
+	expect_counts(s, "push", want);
+	clock_advance_ms(999);
+	kick_wait(s);
+	assert_int_equal(state_of(s, a), SCHED_RETRYING);
+	clock_advance_ms(1);
+	kick_wait(s);
+	job = take_delivery(&f->rec);
+	assert_non_null(job);
+	assert_int_equal(job->attempts, 1);
+	/* 503 with a Retry-After later than the next wait. */
+	busy.retry_after_ms = clock_wall_ms() + 7000;
+	assert_int_equal(sched_report(s, T_TENANT, a, job->token, &busy, NULL,
+	    &d), SCHED_OK);
+	assert_int_equal(d.next_ms, clock_wall_ms() + 7000);
+	sched_job_free(job);
+	clock_advance_ms(7000);
+	kick_wait(s);
+	job = take_delivery(&f->rec);
+	assert_non_null(job);
+	assert_int_equal(sched_report(s, T_TENANT, a, job->token, &fail, NULL,
+	    &d), SCHED_OK);
+	assert_int_equal(d.verdict, SCHEDULE_DEAD);
+	sched_job_free(job);
+	assert_int_equal(sched_get(s, T_TENANT, a, &job), SCHED_OK);
+	assert_int_equal(job->state, SCHED_DEAD);
+	assert_int_equal(job->attempts, 3);
+	assert_int_equal(job->nattempt_log, 3);
+	assert_int_equal(job->attempt_log[0].status, 500);
+	assert_int_equal(job->attempt_log[0].latency_ms, 12);
+	assert_string_equal(job->attempt_log[0].error, "HTTP 500");
+	assert_int_equal(job->attempt_log[0].excerpt_len, 6);
+	assert_memory_equal(job->attempt_log[0].excerpt, "oops\0x", 6);
+	sched_job_free(job);
+	memset(want, 0, sizeof(want));
+	want[SCHED_DEAD] = 1;
+	expect_counts(s, "push", want);
+}
+
+static void
+test_capacity_and_release(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	struct sched_job *j1, *j2;
+	char id[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+	int i;
+
+	f->rec.capacity = 1;
+	for (i = 0; i < 3; i++)
+		push(s, "push", now, 0, NULL, id);
+	kick_wait(s);
+	kick_wait(s);
+	want[SCHED_READY] = 2;
+	want[SCHED_IN_FLIGHT] = 1;
+	expect_counts(s, "push", want);
+	j1 = take_delivery(&f->rec);
+	assert_non_null(j1);
+	/* Giving it back (drain) counts no attempt. */
+	assert_int_equal(sched_release(s, T_TENANT, j1->id, j1->token),
+	    SCHED_OK);
+	j2 = take_delivery(&f->rec);
+	assert_non_null(j2);
+	assert_int_equal(sched_report(s, T_TENANT, j2->id, j2->token, &ok,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(j2);
+	for (i = 0; i < 2; i++) {
+		j2 = take_delivery(&f->rec);
+		assert_non_null(j2);
+		if (strcmp(j2->id, j1->id) == 0)
+			assert_int_equal(j2->attempts, 0);
+		assert_int_equal(sched_report(s, T_TENANT, j2->id, j2->token,
+		    &ok, NULL, NULL), SCHED_OK);
+		sched_job_free(j2);
+	}
+	sched_job_free(j1);
+	memset(want, 0, sizeof(want));
+	want[SCHED_DELIVERED] = 3;
+	expect_counts(s, "push", want);
+}
+
+static void
+test_retention_purge(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s;
+	struct sched_job *job;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	struct schedule_outcome nack = { SCHEDULE_NACK, 0, -1 };
+	char a[ID_LEN + 65], b[ID_LEN + 65], c[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	tinst_free(f->ti, 0);
+	f->ti = tinst_new(&f->rec, "short", 1, 0, 0, 1000);
+	wait_owned(f->ti, 16);
+	s = f->ti->s;
+	push(s, "once", now, 0, NULL, a);
+	push(s, "once", now, 0, NULL, b);
+	push(s, "once", now + 10000, 0, NULL, c);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "once", 0, &job),
+	    SCHED_OK);
+	assert_int_equal(sched_report(s, T_TENANT, job->id, job->token, &ok,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(job);
+	assert_int_equal(sched_reserve(s, T_TENANT, "once", 0, &job),
+	    SCHED_OK);
+	assert_int_equal(sched_report(s, T_TENANT, job->id, job->token, &nack,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(job);
+	assert_int_equal(sched_cancel(s, T_TENANT, c), SCHED_OK);
+	clock_advance_ms(999);
+	kick_wait(s);
+	want[SCHED_DELIVERED] = 1;
+	want[SCHED_DEAD] = 1;
+	want[SCHED_CANCELLED] = 1;
+	expect_counts(s, "once", want);
+	clock_advance_ms(2);
+	kick_wait(s);
+	want[SCHED_DELIVERED] = 0;
+	want[SCHED_CANCELLED] = 0;
+	expect_counts(s, "once", want);	/* dead stays */
+	assert_int_equal(sched_get(s, T_TENANT, c, &job), SCHED_ENOTFOUND);
+}
+
+static void
+test_restore_idempotent(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job j, *got;
+	char id[ID_LEN + 1];
+	int created = -1;
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	sched_new_id(s, "bk", id);
+	memset(&j, 0, sizeof(j));
+	snprintf(j.id, sizeof(j.id), "%s", id);
+	j.tenant = T_TENANT;
+	j.topic = "pull";
+	j.bizkey = "bk";
+	j.state = SCHED_IN_FLIGHT;	/* restored as retrying */
+	j.attempts = 2;
+	j.due_ms = clock_wall_ms() + 100;
+	j.created_ms = clock_wall_ms() - 5;
+	j.priority = 3;
+	j.body = "hello";
+	j.body_len = 5;
+	j.schedule = "<0,1s,1s,1s>";
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, 1);
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, 0);
+	assert_int_equal(sched_get(s, T_TENANT, id, &got), SCHED_OK);
+	assert_int_equal(got->state, SCHED_RETRYING);
+	assert_int_equal(got->attempts, 2);
+	assert_int_equal(got->due_ms, j.due_ms);
+	assert_int_equal(got->created_ms, j.created_ms);
+	assert_int_equal(got->priority, 3);
+	assert_string_equal(got->bizkey, "bk");
+	assert_memory_equal(got->body, "hello", 5);
+	sched_job_free(got);
+	want[SCHED_RETRYING] = 1;
+	expect_counts(s, "pull", want);
+	/* The bizkey index came back too. */
+	{
+		struct sched_push p;
+		struct sched_push_result res;
+		char nid[ID_LEN + 1];
+
+		sched_new_id(s, "bk", nid);
+		memset(&p, 0, sizeof(p));
+		p.tenant = T_TENANT;
+		p.topic = "pull";
+		p.id = nid;
+		p.bizkey = "bk";
+		p.run_at_ms = clock_wall_ms();
+		assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+		assert_int_equal(res.deduplicated, 1);
+		assert_string_equal(res.id, id);
+	}
+	/* A dead job restores into the dead letters. */
+	sched_new_id(s, NULL, id);
+	snprintf(j.id, sizeof(j.id), "%s", id);
+	j.bizkey = NULL;
+	j.state = SCHED_DEAD;
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, 1);
+	want[SCHED_DEAD] = 1;
+	expect_counts(s, "pull", want);
+	clock_advance_ms(100);
+	kick_wait(s);
+	want[SCHED_RETRYING] = 0;
+	want[SCHED_READY] = 1;
+	expect_counts(s, "pull", want);
+}
+
+static void
+test_noscript_reload(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job *job;
+	redisReply *r;
+	char a[ID_LEN + 65], b[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+
+	push(s, "pull", now, 0, NULL, a);
+	r = redisfix_cmd(&fake_redis, "SCRIPT FLUSH");
+	assert_non_null(r);
+	freeReplyObject(r);
+	push(s, "pull", now, 1, NULL, b);
+	r = redisfix_cmd(&fake_redis, "SCRIPT FLUSH");
+	freeReplyObject(r);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, b);
+	sched_job_free(job);
+}
+
+static const char *refusal_want;
+
+static int
+not_ready_cond(void *arg)
+{
+	char why[256];
+
+	return !sched_ready(arg, why, sizeof(why)) &&
+	    strstr(why, refusal_want) != NULL;
+}
+
+static void
+test_schema_refusal(void **state)
+{
+	struct fx *f = *state;
+	struct sched_push p;
+	struct sched_push_result res;
+	struct tinst *ti;
+	redisReply *r;
+	char why[256], id[ID_LEN + 1];
+
+	r = redisfix_cmd(&fake_redis, "HSET rd:schema version 99");
+	freeReplyObject(r);
+	ti = tinst_new(&f->rec, "refused", 1, 0, 0, 0);
+	refusal_want = "schema version 99";
+	assert_true(wait_for(not_ready_cond, ti->s, T_DEADLINE_MS));
+	assert_int_equal(sched_ready(ti->s, why, sizeof(why)), 0);
+	memset(&p, 0, sizeof(p));
+	sched_new_id(ti->s, NULL, id);
+	p.tenant = T_TENANT;
+	p.topic = "pull";
+	p.id = id;
+	assert_int_equal(sched_push(ti->s, &p, &res), SCHED_EUNAVAIL);
+	tinst_free(ti, 0);
+	/* The same for a shard count that changed. */
+	r = redisfix_cmd(&fake_redis, "HSET rd:schema version 1 shards 8");
+	freeReplyObject(r);
+	ti = tinst_new(&f->rec, "refused2", 1, 0, 0, 0);
+	refusal_want = "8 shards";
+	assert_true(wait_for(not_ready_cond, ti->s, T_DEADLINE_MS));
+	tinst_free(ti, 0);
+	r = redisfix_cmd(&fake_redis, "HSET rd:schema version 1 shards 16");
+	freeReplyObject(r);
+}
+
+static int
+lost_cond(void *arg)
+{
+	struct trec *r = arg;
+	int v;
+
+	pthread_mutex_lock(&r->lock);
+	v = r->nlost > 0;
+	pthread_mutex_unlock(&r->lock);
+	return v;
+}
+
+static void
+test_redis_lost(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	char a[ID_LEN + 65];
+	redisReply *r;
+
+	push(s, "pull", clock_wall_ms(), 0, NULL, a);
+	f->rec.mark_on_lost = 1;
+	flush_redis(&fake_redis);
+	kick_wait(s);
+	assert_true(wait_for(lost_cond, &f->rec, T_DEADLINE_MS));
+	assert_int_equal(f->rec.nlost, 1);
+	r = redisfix_cmd(&fake_redis, "HGET rd:schema version");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	freeReplyObject(r);
+	kick_wait(s);
+	assert_int_equal(f->rec.nlost, 1);
+	/* Pushes work again, and register the tenant again. */
+	push(s, "pull", clock_wall_ms(), 0, NULL, a);
+	r = redisfix_cmd(&fake_redis, "SISMEMBER rd:tenants %s", T_TENANT);
+	assert_int_equal(r->integer, 1);
+	freeReplyObject(r);
+}
+
+static void
+test_conn_url(void **state)
+{
+	struct redis_target t;
+	char why[128];
+
+	(void)state;
+	assert_int_equal(sched_redis_url_parse("redis://:s%40cret@h:7000/3",
+	    &t, why, sizeof(why)), 0);
+	assert_string_equal(t.host, "h");
+	assert_int_equal(t.port, 7000);
+	assert_string_equal(t.password, "s@cret");
+	assert_int_equal(t.db, 3);
+	assert_int_equal(sched_redis_url_parse("redis://u:p@[::1]/2", &t, why,
+	    sizeof(why)), 0);
+	assert_string_equal(t.host, "::1");
+	assert_string_equal(t.username, "u");
+	assert_int_equal(t.port, 6379);
+	assert_int_equal(sched_redis_url_parse("unix:///run/r.sock?db=4", &t,
+	    why, sizeof(why)), 0);
+	assert_string_equal(t.path, "/run/r.sock");
+	assert_int_equal(t.db, 4);
+	assert_int_equal(sched_redis_url_parse("redis://h:0", &t, why,
+	    sizeof(why)), -1);
+	assert_int_equal(sched_redis_url_parse("http://h", &t, why,
+	    sizeof(why)), -1);
+	assert_int_equal(sched_redis_url_parse("redis://h/x", &t, why,
+	    sizeof(why)), -1);
+	assert_int_equal(sched_redis_url_parse("unix://rel", &t, why,
+	    sizeof(why)), -1);
+}
+
+/* ---- burst and memory --------------------------------------------------- */
+
+struct pusher {
+	struct sched	*s;
+	const char	*topic;
+	int64_t		 due;
+	int64_t		 spread_ms;
+	int		 first, n, total;
+	size_t		 body_len;
+};
+
+static void *
+pusher_main(void *arg)
+{
+	struct pusher *p = arg;
+	struct sched_push sp;
+	struct sched_push_result res;
+	char id[ID_LEN + 1], body[256];
+	int i;
+
+	memset(body, 'x', sizeof(body));
+	memset(&sp, 0, sizeof(sp));
+	sp.tenant = T_TENANT;
+	sp.topic = p->topic;
+	sp.body = body;
+	sp.body_len = p->body_len;
+	for (i = 0; i < p->n; i++) {
+		sched_new_id(p->s, NULL, id);
+		sp.id = id;
+		sp.run_at_ms = p->due + (p->first + i) * p->spread_ms /
+		    p->total;
+		if (sched_push(p->s, &sp, &res) != SCHED_OK)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+void
+push_many(struct sched *s, const char *topic, int64_t due, int64_t spread_ms,
+    int n, size_t body_len)
+{
+	struct pusher p[4];
+	pthread_t t[4];
+	void *rv;
+	int i, first = 0;
+
+	for (i = 0; i < 4; i++) {
+		p[i].s = s;
+		p[i].topic = topic;
+		p[i].due = due;
+		p[i].spread_ms = spread_ms;
+		p[i].first = first;
+		p[i].n = n / 4 + (i < n % 4);
+		p[i].total = n;
+		first += p[i].n;
+		p[i].body_len = body_len;
+		assert_int_equal(pthread_create(&t[i], NULL, pusher_main,
+		    &p[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], &rv);
+		assert_null(rv);
+	}
+}
+
+/* A field of INFO memory ("used_memory", "used_memory_dataset"). */
+static long long
+info_memory(const char *field)
+{
+	redisReply *r = redisfix_cmd(&fake_redis, "INFO memory");
+	char key[64];
+	const char *p;
+	long long v;
+
+	assert_non_null(r);
+	snprintf(key, sizeof(key), "\r\n%s:", field);
+	p = strstr(r->str, key);
+	assert_non_null(p);
+	v = strtoll(p + strlen(key), NULL, 10);
+	freeReplyObject(r);
+	return v;
+}
+
+static void
+test_memory_per_job(void **state)
+{
+	struct fx *f = *state;
+	long long used0, used1, data0, data1;
+	int n = 100000;
+	double per, perdata;
+
+	used0 = info_memory("used_memory");
+	data0 = info_memory("used_memory_dataset");
+	push_many(f->ti->s, "bench", clock_wall_ms() + 3600000, 0, n, 60);
+	used1 = info_memory("used_memory");
+	data1 = info_memory("used_memory_dataset");
+	per = (double)(used1 - used0) / n;
+	perdata = (double)(data1 - data0) / n;
+	print_message("# redis memory per pending job, 60-byte body, 100k "
+	    "jobs: %.1f bytes (dataset: %.1f)\n", per, perdata);
+	assert_true(perdata <= 250.0);
+}
+
+static int
+burst_cond(void *arg)
+{
+	int64_t c[SCHED_NSTATES];
+
+	return sched_counts(arg, T_TENANT, "pull", c) == SCHED_OK &&
+	    c[SCHED_READY] == 100000;
+}
+
+static void
+test_burst_bounded(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	redisReply *r;
+	int64_t due = clock_wall_ms() + 10;
+
+	r = redisfix_cmd(&fake_redis, "CONFIG SET slowlog-log-slower-than "
+	    "5000");
+	freeReplyObject(r);
+	push_many(s, "pull", due, 0, 100000, 20);
+	r = redisfix_cmd(&fake_redis, "SLOWLOG RESET");
+	freeReplyObject(r);
+	clock_advance_ms(10);
+	sched_kick(s);
+	assert_true(wait_for(burst_cond, s, 60000));
+	r = redisfix_cmd(&fake_redis, "SLOWLOG GET 10");
+	assert_non_null(r);
+	if (r->elements > 0 && r->element[0]->elements > 3)
+		print_error("slow command: %s %s\n",
+		    r->element[0]->element[3]->element[0]->str,
+		    r->element[0]->element[3]->elements > 1 ?
+		    r->element[0]->element[3]->element[1]->str : "");
+	assert_int_equal(r->elements, 0);
+	freeReplyObject(r);
+	r = redisfix_cmd(&fake_redis, "CONFIG SET slowlog-log-slower-than "
+	    "10000");
+	freeReplyObject(r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest fake[] = {
+		cmocka_unit_test(test_conn_url),
+		cmocka_unit_test_setup_teardown(test_push_get_roundtrip,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_never_early_and_order,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_push_never_early,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bizkey_dedup, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_reschedule,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_ack_and_expiry,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nack_dead_retry_redrive,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_push_mode_outcomes,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_capacity_and_release,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retention_purge, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_restore_idempotent,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_noscript_reload, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_schema_refusal, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_redis_lost, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_memory_per_job, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_burst_bounded, setup,
+		    teardown),
+	};
+	int rc;
+
+	log_init("test_sched", LOG_LVL_WARN);
+	rc = run_multi_tests();
+	rc |= cmocka_run_group_tests_name("scheduler (fake clock)", fake,
+	    group_setup, group_teardown);
+	return rc;
+}
