@@ -363,10 +363,207 @@ api_query(struct api_req *req, const char *name)
 	    MHD_GET_ARGUMENT_KIND, name);
 }
 
+#define JSON_STRICT_DEPTH	64
+
+static size_t
+json_ws(const unsigned char *s, size_t i, size_t n)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' ||
+	    s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/*
+ * The length of the UTF-8 sequence at s[i], or 0 when it is not valid
+ * UTF-8 (overlong forms, surrogates and code points past U+10FFFF
+ * included: json-c lets those through).
+ */
+static size_t
+utf8_seq(const unsigned char *s, size_t i, size_t n)
+{
+	size_t len, k;
+	uint32_t cp;
+
+	if (s[i] < 0x80)
+		return 1;
+	len = (s[i] & 0xe0) == 0xc0 ? 2 : (s[i] & 0xf0) == 0xe0 ? 3 :
+	    (s[i] & 0xf8) == 0xf0 ? 4 : 0;
+	if (len == 0 || i + len > n)
+		return 0;
+	cp = len == 2 ? (s[i] & 0x1fu) : len == 3 ? (s[i] & 0x0fu) :
+	    (s[i] & 0x07u);
+	for (k = 1; k < len; k++) {
+		if ((s[i + k] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i + k] & 0x3fu);
+	}
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/* A string at s[i] (the quote); the index past it, or 0 when invalid. */
+static size_t
+json_string(const unsigned char *s, size_t i, size_t n)
+{
+	size_t k;
+
+	for (i++; i < n; i++) {
+		if (s[i] == '"')
+			return i + 1;
+		if (s[i] < 0x20)
+			return 0;
+		if (s[i] >= 0x80) {
+			if ((k = utf8_seq(s, i, n)) == 0)
+				return 0;
+			i += k - 1;
+			continue;
+		}
+		if (s[i] != '\\')
+			continue;
+		if (++i >= n)
+			return 0;
+		if (s[i] == 'u') {
+			for (k = 1; k <= 4; k++)
+				if (i + k >= n || hexval(s[i + k]) < 0)
+					return 0;
+			i += 4;
+		} else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0')
+			return 0;
+	}
+	return 0;
+}
+
+/* A number at s[i]; the index past it, or 0 when invalid. */
+static size_t
+json_number(const unsigned char *s, size_t i, size_t n)
+{
+	size_t d;
+
+	if (i < n && s[i] == '-')
+		i++;
+	if (i < n && s[i] == '0')
+		i++;
+	else if (i < n && s[i] >= '1' && s[i] <= '9')
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+	else
+		return 0;
+	if (i < n && s[i] == '.') {
+		for (d = ++i; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+			;
+		if (i == d)
+			return 0;
+	}
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		i++;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			i++;
+		for (d = i; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+			;
+		if (i == d)
+			return 0;
+	}
+	return i;
+}
+
+/*
+ * RFC 8259 syntax, which json-c does not enforce even when strict (it takes
+ * single quotes, NaN, Infinity, "1." and raw control characters in
+ * strings).  NULL when s is one valid JSON text, else the reason.
+ */
+static const char *
+json_strict_check(const unsigned char *s, size_t n)
+{
+	enum { J_VALUE, J_VALUE1, J_KEY, J_KEY1, J_AFTER } st = J_VALUE;
+	char stack[JSON_STRICT_DEPTH];
+	int depth = 0;
+	size_t i = 0, j;
+
+	for (;;) {
+		i = json_ws(s, i, n);
+		if (i >= n)
+			return st == J_AFTER && depth == 0 ? NULL :
+			    "unexpected end of data";
+		switch (st) {
+		case J_VALUE1:
+			if (s[i] == ']') {
+				depth--;
+				i++;
+				st = J_AFTER;
+				break;
+			}
+			/* FALLTHROUGH */
+		case J_VALUE:
+			if (s[i] == '{' || s[i] == '[') {
+				if (depth >= JSON_STRICT_DEPTH)
+					return "nested too deeply";
+				stack[depth++] = (char)s[i];
+				st = s[i++] == '{' ? J_KEY1 : J_VALUE1;
+				break;
+			}
+			if (s[i] == '"')
+				j = json_string(s, i, n);
+			else if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))
+				j = json_number(s, i, n);
+			else if (n - i >= 4 && memcmp(s + i, "true", 4) == 0)
+				j = i + 4;
+			else if (n - i >= 5 && memcmp(s + i, "false", 5) == 0)
+				j = i + 5;
+			else if (n - i >= 4 && memcmp(s + i, "null", 4) == 0)
+				j = i + 4;
+			else
+				return "unexpected character";
+			if (j == 0)
+				return s[i] == '"' ? "invalid string (escape, "
+				    "control character or UTF-8)" :
+				    "invalid number";
+			i = j;
+			st = J_AFTER;
+			break;
+		case J_KEY1:
+			if (s[i] == '}') {
+				depth--;
+				i++;
+				st = J_AFTER;
+				break;
+			}
+			/* FALLTHROUGH */
+		case J_KEY:
+			if (s[i] != '"' || (j = json_string(s, i, n)) == 0)
+				return "a member name must be a string";
+			i = json_ws(s, j, n);
+			if (i >= n || s[i] != ':')
+				return "':' expected after a member name";
+			i++;
+			st = J_VALUE;
+			break;
+		case J_AFTER:
+			if (depth == 0)
+				return "data after the value";
+			if (s[i] == ',') {
+				i++;
+				st = stack[depth - 1] == '{' ? J_KEY : J_VALUE;
+			} else if ((s[i] == '}' && stack[depth - 1] == '{') ||
+			    (s[i] == ']' && stack[depth - 1] == '[')) {
+				depth--;
+				i++;
+			} else
+				return "',' or the end of the container "
+				    "expected";
+			break;
+		}
+	}
+}
+
 int
 api_body_json(struct api_req *req, json_object **out)
 {
 	struct json_tokener *tok;
+	const char *why;
 	json_object *obj;
 	enum json_tokener_error e;
 
@@ -379,6 +576,12 @@ api_body_json(struct api_req *req, json_object **out)
 	if (memchr(req->body.data, '\0', req->body.len) != NULL) {
 		api_error(req, 400, "invalid_json", NULL,
 		    "the body contains a NUL byte");
+		return -1;
+	}
+	if ((why = json_strict_check((const unsigned char *)req->body.data,
+	    req->body.len)) != NULL) {
+		api_error(req, 400, "invalid_json", NULL,
+		    "the body is not valid JSON: %s", why);
 		return -1;
 	}
 	tok = json_tokener_new_ex(64);
@@ -571,17 +774,28 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		return MHD_YES;
 	}
 	req = &rp->pub;
-	if (req->answered)
-		return MHD_YES;		/* discard the rest of the body */
 	if (*upload_data_size != 0) {
+		if (req->answered) {
+			*upload_data_size = 0;	/* discard the rest */
+			return MHD_YES;
+		}
 		if (buf_append(&req->body, upload_data,
-		    *upload_data_size) == -1)
-			api_error(req, 413, "body_too_large", NULL,
-			    "the request body is larger than %zu bytes",
-			    req->body.max);
+		    *upload_data_size) == -1) {
+			/*
+			 * A body without a declared length grew past the
+			 * cap.  MHD cannot queue an answer in the middle of
+			 * an upload: close the connection instead of
+			 * reading on.
+			 */
+			log_debug("http: %s %s: body over %zu bytes: closing",
+			    method, url, req->body.max);
+			return MHD_NO;
+		}
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (req->answered)
+		return MHD_YES;
 	if (!rp->started) {
 		rp->started = 1;
 		if (srv->cfg.authenticate != NULL &&
