@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""test_api_malformed.py - a corpus of malformed requests: truncated JSON,
+100k levels of nesting, huge numbers, invalid UTF-8, NUL bytes, a 10 MiB
+body, 20,000 headers, garbage instead of HTTP.  Each is answered with a 4xx
+or a closed connection; the daemon stays healthy and every job it accepted
+before stays intact."""
+
+import os
+import random
+import socket
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from test_api_lib import Env, status_of  # noqa: E402
+
+t = harness.Tap()
+E = Env()
+NAME, KEY = E.tenant()
+Q = E.topic(KEY, mode="pull")["name"]
+ACCEPTED = [E.push(KEY, Q, {"n": i, "text": "caf\u00e9 \u2603"},
+                   delay_ms=3600000, bizkey="keep-%d" % i)["id"]
+            for i in range(10)]
+SNAPSHOT = {j: E.job(KEY, j) for j in ACCEPTED}
+
+JSON_ROUTES = [("POST", "/v1/topics/%s/jobs" % Q),
+               ("POST", "/v1/topics/%s/jobs:batch" % Q),
+               ("PUT", "/v1/topics/%s" % Q),
+               ("PATCH", "/v1/jobs/" + ACCEPTED[0]),
+               ("POST", "/push"),
+               ("POST", "/v1/jobs/%s/ack" % ACCEPTED[1]),
+               ("POST", "/v1/tenants")]
+
+
+def http(method, path, body=b"", headers=None, key=KEY):
+    h = ["%s %s HTTP/1.1" % (method, path), "Host: x",
+         "Content-Type: application/json",
+         "Content-Length: %d" % len(body)]
+    if key:
+        h.append("Authorization: Bearer " + key)
+    h += headers or []
+    return ("\r\n".join(h) + "\r\n\r\n").encode() + body
+
+
+def send(method, path, body, key=KEY):
+    """(status, raw) of one request over a raw socket."""
+    if path == "/v1/tenants":
+        key = E.d.admin_key
+    raw = E.raw(http(method, path, body, key=key))
+    return status_of(raw), raw
+
+
+def fourxx_or_closed(raw):
+    st = status_of(raw)
+    return raw == b"" or (st is not None and 400 <= st < 500)
+
+
+def intact():
+    assert E.healthy(), "the daemon does not answer /healthz"
+    for j, before in SNAPSHOT.items():
+        assert E.job(KEY, j) == before, (j, before, E.job(KEY, j))
+    return True
+
+
+CORPUS = [
+    ("truncated JSON", b'{"body": {"a": [1, 2'),
+    ("truncated string", b'{"body": "abc'),
+    ("trailing garbage", b'{"body": 1} xyz'),
+    ("two values", b'{"body": 1}{"body": 2}'),
+    ("a bare value", b'42'),
+    ("an array", b'[{"body": 1}]'),
+    ("null", b'null'),
+    ("empty", b''),
+    ("blank", b'   \r\n  '),
+    ("single quotes", b"{'body': 1}"),
+    ("comments", b'{"body": 1 /* x */}'),
+    ("trailing comma", b'{"body": 1,}'),
+    ("NaN", b'{"body": NaN}'),
+    ("100k arrays", b'{"body": ' + b"[" * 100000 + b"]" * 100000 + b"}"),
+    ("100k objects", b'{"body": ' + b'{"a":' * 100000 + b"1" +
+     b"}" * 100000 + b"}"),
+    ("100k unclosed", b"[" * 100000),
+    ("huge exponent", b'{"delay_ms": 1e999999}'),
+    ("a thousand digits", b'{"delay_ms": ' + b"9" * 1000 + b"}"),
+    ("negative thousand digits", b'{"delay_ms": -' + b"9" * 1000 + b"}"),
+    ("int64 overflow", b'{"delay_ms": 9223372036854775808}'),
+    ("uint64 overflow", b'{"priority": 18446744073709551616}'),
+    ("invalid UTF-8", b'{"body": "\xff\xfe"}'),
+    ("overlong UTF-8", b'{"body": "\xc0\xaf"}'),
+    ("encoded surrogate", b'{"body": "\xed\xa0\x80"}'),
+    ("truncated UTF-8", b'{"body": "\xe2\x98"}'),
+    ("invalid UTF-8 key", b'{"\xff": 1}'),
+    ("raw NUL in a string", b'{"body": "a\x00b"}'),
+    ("raw NUL outside", b'{"body": 1}\x00'),
+    ("NUL escape in a name", b'{"topic": "a\\u0000b", "bizkey": "x\\u0000"}'),
+    ("NUL escape in a bizkey", b'{"bizkey": "k\\u0000ey"}'),
+    ("NUL escape in a header", b'{"headers": {"X-A": "\\u0000"}}'),
+    ("control characters", b'{"body": "\x01\x02"}'),
+    ("lone surrogate escape", b'{"bizkey": "\\ud800"}'),
+    ("wrong types", b'{"delay_ms": "soon", "priority": [], "token": {}}'),
+    ("deep headers", b'{"headers": {"X-A": {"b": {"c": 1}}}}'),
+]
+
+
+@t.test("the JSON corpus is answered 4xx on every JSON route")
+def _():
+    for name, body in CORPUS:
+        for m, p in JSON_ROUTES:
+            st, raw = send(m, p, body)
+            assert fourxx_or_closed(raw), (name, m, p, raw[:300])
+            if st is not None:
+                assert b'"error"' in raw and b'"code"' in raw, \
+                    (name, m, p, raw[:300])
+    assert intact()
+
+
+@t.test("NUL bytes in names and keys (path, query, headers) are refused")
+def _():
+    for path in ["/v1/topics/a%00b", "/v1/jobs/%00", "/get/%00x",
+                 "/v1/tenants/a%00b", "/delete?id=a%00b",
+                 "/finish?id=%00", "/v1/jobs?topic=a%00b",
+                 "/v1/jobs?cursor=%00"]:
+        key = E.d.admin_key if "tenants" in path else KEY
+        raw = E.raw(http("GET", path, key=key))
+        assert status_of(raw) == 400, (path, raw[:300])
+    raw = E.raw(http("DELETE", "/v1/topics/%s/bizkeys/a%%00b" % Q))
+    assert status_of(raw) == 400, raw[:300]
+    # A NUL in a header line breaks HTTP itself.
+    for hdr in [b"Authorization: Bearer rk_\x00abc",
+                b"X-Tenant: a\x00b", b"X-\x00: 1"]:
+        req = (b"GET /v1/topics HTTP/1.1\r\nHost: x\r\n" + hdr +
+               b"\r\n\r\n")
+        assert fourxx_or_closed(E.raw(req)), hdr
+    assert intact()
+
+
+@t.test("a 10 MiB body: 413 or a closed connection")
+def _():
+    big = b'{"body": "' + b"x" * (10 << 20) + b'"}'
+    raw = E.raw(http("POST", "/v1/topics/%s/jobs" % Q, big), timeout=20)
+    assert status_of(raw) == 413 or raw == b"", raw[:300]
+    # Chunked, no length declared: the cap applies while reading.
+    chunk = b"x" * 65536
+    parts = [("POST /v1/topics/%s/jobs HTTP/1.1\r\nHost: x\r\n"
+              "Authorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n"
+              "\r\n" % (Q, KEY)).encode(), b"10000\r\n" + chunk + b"\r\n"]
+    parts += [b"10000\r\n" + chunk + b"\r\n"] * 160
+    parts.append(b"0\r\n\r\n")
+    raw = E.raw(parts, timeout=20)
+    assert status_of(raw) == 413 or raw == b"", raw[:300]
+    assert intact()
+
+
+@t.test("20,000 headers: 4xx or a closed connection")
+def _():
+    hdrs = "".join("X-H%d: v\r\n" % i for i in range(20000))
+    req = ("GET /v1/topics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s"
+           "\r\n%s\r\n" % (KEY, hdrs)).encode()
+    raw = E.raw(req, timeout=20)
+    assert fourxx_or_closed(raw), raw[:300]
+    # One huge header, one huge URL.
+    raw = E.raw(("GET /v1/topics HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n" %
+                 ("v" * 200000)).encode(), timeout=20)
+    assert fourxx_or_closed(raw), raw[:300]
+    raw = E.raw(("GET /v1/jobs/%s HTTP/1.1\r\nHost: x\r\n\r\n" %
+                 ("a" * 200000)).encode(), timeout=20)
+    assert fourxx_or_closed(raw), raw[:300]
+    assert intact()
+
+
+@t.test("garbage instead of HTTP: 4xx or a closed connection")
+def _():
+    rnd = random.Random(5)
+    corpus = [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(64),
+              b"GET\r\n\r\n", b"\r\n\r\n\r\n", b"HELLO WORLD\r\n\r\n",
+              b"GET / HTTP/9.9\r\n\r\n", b"GET /healthz HTTP/1.1\r\n\r\n",
+              b"GET /v1/topics HTTP/1.1\r\nHost: x\r\nContent-Length: -5"
+              b"\r\n\r\n",
+              b"POST /push HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999"
+              b"999999999999\r\n\r\n",
+              b"POST /push HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
+              b"\r\n\r\nzz\r\n",
+              b"GET /v1/topics HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+              b"Bearer " + b"A" * 20000 + b"\r\n\r\n",
+              b"GET /v1/topics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer"
+              b"\r\n\r\n",
+              b"BREW /v1/topics HTTP/1.1\r\nHost: x\r\n\r\n",
+              b"GET /v1/../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
+              b"GET http://evil/v1/topics HTTP/1.1\r\nHost: x\r\n\r\n",
+              b"\x00" * 4096]
+    corpus += [bytes(rnd.getrandbits(8) for _ in range(rnd.randint(1, 3000)))
+               for _ in range(30)]
+    for data in corpus:
+        raw = E.raw(data, timeout=3, shut=True)
+        st = status_of(raw)
+        ok = raw == b"" or (st is not None and 400 <= st < 500) or \
+            (st == 200 and data.startswith(b"GET /healthz")) or \
+            (st == 505 and b"HTTP/9.9" in data)
+        assert ok, (data[:80], raw[:300])
+    assert intact()
+
+
+@t.test("connections dropped mid-request leave nothing behind")
+def _():
+    for n in (1, 10, 100, 1000):
+        req = http("POST", "/v1/topics/%s/jobs" % Q,
+                   b'{"body": "' + b"y" * 5000 + b'"}')
+        s = socket.create_connection((E.d.host, E.d.port))
+        s.sendall(req[:n])
+        s.close()
+    assert intact()
+
+
+@t.test("unknown routes and methods: 404 and 405 in the error shape")
+def _():
+    st, h, b = E.req("GET", "/nope", key=KEY)
+    assert st == 404 and b["error"]["code"] == "not_found", b
+    st, h, b = E.req("PUT", "/v1/jobs", key=KEY)
+    assert st == 405 and b["error"]["code"] == "method_not_allowed", b
+    assert "GET" in h["Allow"], h
+    st, h, b = E.req("GET", "/%FF%FE", key=KEY)
+    assert st == 404 and b["error"]["code"] == "not_found", b
+
+
+@t.test("after all of it the daemon is healthy and the jobs intact")
+def _():
+    assert intact()
+    # And it still takes work.
+    j = E.push(KEY, Q, {"after": True})
+    st, _, r = E.reserve(KEY, Q, 5000)
+    assert st == 200 and r["id"] == j["id"], r
+
+
+E.stop()
+t.done()
