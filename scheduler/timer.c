@@ -580,7 +580,8 @@ set_state(struct sched *s, int ok, const char *why)
 	pthread_mutex_lock(&s->lock);
 	s->redis_ok = ok;
 	if (why != NULL && s->schema_ok != 0)
-		snprintf(s->why, sizeof(s->why), "%s", why);
+		snprintf(s->why, sizeof(s->why), "%.*s",
+		    (int)sizeof(s->why) - 1, why);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -602,7 +603,7 @@ stopping(struct sched *s)
 static redisContext *
 timer_connect(struct sched *s, int *refused)
 {
-	char why[300], msg[400];
+	char why[200], msg[256];
 	redisContext *c;
 	int broken = 0;
 

@@ -524,23 +524,20 @@ struct fx {
 	struct tinst	*ti;
 };
 
-static struct redisfix fake_redis;
+struct redisfix test_redis;
 
 static int
 group_setup(void **state)
 {
 	(void)state;
-	if (redisfix_start(&fake_redis) == -1)
-		return -1;
-	clock_set_fake(T0);
-	return 0;
+	return redisfix_start(&test_redis);
 }
 
 static int
 group_teardown(void **state)
 {
 	(void)state;
-	redisfix_stop(&fake_redis);
+	redisfix_stop(&test_redis);
 	return 0;
 }
 
@@ -549,9 +546,12 @@ setup(void **state)
 {
 	struct fx *f = xcalloc(1, sizeof(*f));
 
-	flush_redis(&fake_redis);
-	f->redis = fake_redis;
-	trec_init(&f->rec, &fake_redis);
+	/* From the first fake-clock test on, time is ours. */
+	if (!clock_is_fake())
+		clock_set_fake(T0);
+	flush_redis(&test_redis);
+	f->redis = test_redis;
+	trec_init(&f->rec, &test_redis);
 	f->ti = tinst_new(&f->rec, "fake", 1, 0, 0, 0);
 	wait_owned(f->ti, 16);
 	*state = f;
@@ -614,6 +614,7 @@ test_push_get_roundtrip(void **state)
 	struct sched_job *job;
 	char id[ID_LEN + 1];
 	static const char body[] = "bin\0ary\xff\x01 body";
+	int64_t now = clock_wall_ms();
 
 	sched_new_id(s, "order-42", id);
 	memset(&p, 0, sizeof(p));
@@ -621,7 +622,7 @@ test_push_get_roundtrip(void **state)
 	p.topic = "pull";
 	p.id = id;
 	p.bizkey = "order-42";
-	p.run_at_ms = T0 + 5000;
+	p.run_at_ms = now + 5000;
 	p.priority = -7;
 	p.body = body;
 	p.body_len = sizeof(body) - 1;
@@ -631,7 +632,7 @@ test_push_get_roundtrip(void **state)
 	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
 	assert_string_equal(res.id, id);
 	assert_int_equal(res.deduplicated, 0);
-	assert_int_equal(res.run_at_ms, T0 + 5000);
+	assert_int_equal(res.run_at_ms, now + 5000);
 	assert_int_equal(res.state, SCHED_SCHEDULED);
 
 	assert_int_equal(sched_get(s, T_TENANT, id, &job), SCHED_OK);
@@ -640,7 +641,7 @@ test_push_get_roundtrip(void **state)
 	assert_string_equal(job->topic, "pull");
 	assert_string_equal(job->bizkey, "order-42");
 	assert_int_equal(job->state, SCHED_SCHEDULED);
-	assert_int_equal(job->due_ms, T0 + 5000);
+	assert_int_equal(job->due_ms, now + 5000);
 	assert_int_equal(job->priority, -7);
 	assert_int_equal(job->attempts, 0);
 	assert_int_equal(job->body_len, sizeof(body) - 1);
@@ -669,7 +670,7 @@ test_push_get_roundtrip(void **state)
 	    SCHED_OK);
 	assert_int_equal(job->body_len, 0);
 	assert_int_equal(job->priority, 1000);
-	assert_int_equal(job->created_ms, T0);
+	assert_int_equal(job->created_ms, now);
 	assert_null(job->headers_json);
 	sched_job_free(job);
 	/* The same client id again: the existing job, not a second. */
@@ -1280,11 +1281,11 @@ test_noscript_reload(void **state)
 	int64_t now = clock_wall_ms();
 
 	push(s, "pull", now, 0, NULL, a);
-	r = redisfix_cmd(&fake_redis, "SCRIPT FLUSH");
+	r = redisfix_cmd(&test_redis, "SCRIPT FLUSH");
 	assert_non_null(r);
 	freeReplyObject(r);
 	push(s, "pull", now, 1, NULL, b);
-	r = redisfix_cmd(&fake_redis, "SCRIPT FLUSH");
+	r = redisfix_cmd(&test_redis, "SCRIPT FLUSH");
 	freeReplyObject(r);
 	kick_wait(s);
 	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
@@ -1314,7 +1315,7 @@ test_schema_refusal(void **state)
 	redisReply *r;
 	char why[256], id[ID_LEN + 1];
 
-	r = redisfix_cmd(&fake_redis, "HSET rd:schema version 99");
+	r = redisfix_cmd(&test_redis, "HSET rd:schema version 99");
 	freeReplyObject(r);
 	ti = tinst_new(&f->rec, "refused", 1, 0, 0, 0);
 	refusal_want = "schema version 99";
@@ -1328,13 +1329,13 @@ test_schema_refusal(void **state)
 	assert_int_equal(sched_push(ti->s, &p, &res), SCHED_EUNAVAIL);
 	tinst_free(ti, 0);
 	/* The same for a shard count that changed. */
-	r = redisfix_cmd(&fake_redis, "HSET rd:schema version 1 shards 8");
+	r = redisfix_cmd(&test_redis, "HSET rd:schema version 1 shards 8");
 	freeReplyObject(r);
 	ti = tinst_new(&f->rec, "refused2", 1, 0, 0, 0);
 	refusal_want = "8 shards";
 	assert_true(wait_for(not_ready_cond, ti->s, T_DEADLINE_MS));
 	tinst_free(ti, 0);
-	r = redisfix_cmd(&fake_redis, "HSET rd:schema version 1 shards 16");
+	r = redisfix_cmd(&test_redis, "HSET rd:schema version 1 shards 16");
 	freeReplyObject(r);
 }
 
@@ -1360,11 +1361,11 @@ test_redis_lost(void **state)
 
 	push(s, "pull", clock_wall_ms(), 0, NULL, a);
 	f->rec.mark_on_lost = 1;
-	flush_redis(&fake_redis);
+	flush_redis(&test_redis);
 	kick_wait(s);
 	assert_true(wait_for(lost_cond, &f->rec, T_DEADLINE_MS));
 	assert_int_equal(f->rec.nlost, 1);
-	r = redisfix_cmd(&fake_redis, "HGET rd:schema version");
+	r = redisfix_cmd(&test_redis, "HGET rd:schema version");
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
 	freeReplyObject(r);
@@ -1372,7 +1373,7 @@ test_redis_lost(void **state)
 	assert_int_equal(f->rec.nlost, 1);
 	/* Pushes work again, and register the tenant again. */
 	push(s, "pull", clock_wall_ms(), 0, NULL, a);
-	r = redisfix_cmd(&fake_redis, "SISMEMBER rd:tenants %s", T_TENANT);
+	r = redisfix_cmd(&test_redis, "SISMEMBER rd:tenants %s", T_TENANT);
 	assert_int_equal(r->integer, 1);
 	freeReplyObject(r);
 }
@@ -1478,7 +1479,7 @@ push_many(struct sched *s, const char *topic, int64_t due, int64_t spread_ms,
 static long long
 info_memory(const char *field)
 {
-	redisReply *r = redisfix_cmd(&fake_redis, "INFO memory");
+	redisReply *r = redisfix_cmd(&test_redis, "INFO memory");
 	char key[64];
 	const char *p;
 	long long v;
@@ -1529,16 +1530,16 @@ test_burst_bounded(void **state)
 	redisReply *r;
 	int64_t due = clock_wall_ms() + 10;
 
-	r = redisfix_cmd(&fake_redis, "CONFIG SET slowlog-log-slower-than "
+	r = redisfix_cmd(&test_redis, "CONFIG SET slowlog-log-slower-than "
 	    "5000");
 	freeReplyObject(r);
 	push_many(s, "pull", due, 0, 100000, 20);
-	r = redisfix_cmd(&fake_redis, "SLOWLOG RESET");
+	r = redisfix_cmd(&test_redis, "SLOWLOG RESET");
 	freeReplyObject(r);
 	clock_advance_ms(10);
 	sched_kick(s);
 	assert_true(wait_for(burst_cond, s, 60000));
-	r = redisfix_cmd(&fake_redis, "SLOWLOG GET 10");
+	r = redisfix_cmd(&test_redis, "SLOWLOG GET 10");
 	assert_non_null(r);
 	if (r->elements > 0 && r->element[0]->elements > 3)
 		print_error("slow command: %s %s\n",
@@ -1547,7 +1548,7 @@ test_burst_bounded(void **state)
 		    r->element[0]->element[3]->element[1]->str : "");
 	assert_int_equal(r->elements, 0);
 	freeReplyObject(r);
-	r = redisfix_cmd(&fake_redis, "CONFIG SET slowlog-log-slower-than "
+	r = redisfix_cmd(&test_redis, "CONFIG SET slowlog-log-slower-than "
 	    "10000");
 	freeReplyObject(r);
 }
@@ -1555,8 +1556,17 @@ test_burst_bounded(void **state)
 int
 main(void)
 {
-	const struct CMUnitTest fake[] = {
+	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_url),
+		/* Real time first: the fake clock cannot be turned off. */
+		cmocka_unit_test_setup_teardown(test_on_time, msetup,
+		    mteardown),
+		cmocka_unit_test_setup_teardown(test_two_instances, msetup,
+		    mteardown),
+		cmocka_unit_test_setup_teardown(test_kill_one, msetup,
+		    mteardown),
+		cmocka_unit_test_setup_teardown(test_redis_restart, msetup,
+		    mteardown),
 		cmocka_unit_test_setup_teardown(test_push_get_roundtrip,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_never_early_and_order,
@@ -1590,11 +1600,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_burst_bounded, setup,
 		    teardown),
 	};
-	int rc;
 
 	log_init("test_sched", LOG_LVL_WARN);
-	rc = run_multi_tests();
-	rc |= cmocka_run_group_tests_name("scheduler (fake clock)", fake,
-	    group_setup, group_teardown);
-	return rc;
+	return cmocka_run_group_tests_name("scheduler", tests, group_setup,
+	    group_teardown);
 }

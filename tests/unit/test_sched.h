@@ -106,7 +106,18 @@ void	push_many(struct sched *s, const char *topic, int64_t due,
 void	flush_redis(struct redisfix *f);
 int64_t	real_ms(void);
 
-/* The real-time tests (test_sched_multi.c); run before the fake clock. */
-int	run_multi_tests(void);
+/* The one Redis of the test program (started by the group setup). */
+extern struct redisfix test_redis;
+
+/*
+ * The real-time tests (test_sched_multi.c); they run first, because the
+ * fake clock cannot be turned off once on.
+ */
+int	msetup(void **state);
+int	mteardown(void **state);
+void	test_on_time(void **state);
+void	test_two_instances(void **state);
+void	test_kill_one(void **state);
+void	test_redis_restart(void **state);
 
 #endif

@@ -26,42 +26,25 @@
 #include "tests/unit/test_sched.h"
 #include "util/clock.h"
 
-static struct redisfix multi_redis;
-
 struct mfx {
 	struct trec	 rec;
 	struct tinst	*a, *b;
 };
 
-static int
-mgroup_setup(void **state)
-{
-	(void)state;
-	return redisfix_start(&multi_redis);
-}
-
-static int
-mgroup_teardown(void **state)
-{
-	(void)state;
-	redisfix_stop(&multi_redis);
-	return 0;
-}
-
-static int
+int
 msetup(void **state)
 {
 	struct mfx *f = calloc(1, sizeof(*f));
 
-	flush_redis(&multi_redis);
-	trec_init(&f->rec, &multi_redis);
+	flush_redis(&test_redis);
+	trec_init(&f->rec, &test_redis);
 	f->rec.auto_ack = 1;
 	trec_worker_start(&f->rec);
 	*state = f;
 	return 0;
 }
 
-static int
+int
 mteardown(void **state)
 {
 	struct mfx *f = *state;
@@ -106,7 +89,7 @@ split_cond(void *arg)
 	return na + nb == 16 && na > 0 && nb > 0;
 }
 
-static void
+void
 test_on_time(void **state)
 {
 	struct mfx *f = *state;
@@ -126,7 +109,7 @@ test_on_time(void **state)
 	expect_counts(f->a->s, "push", want);
 }
 
-static void
+void
 test_two_instances(void **state)
 {
 	struct mfx *f = *state;
@@ -168,7 +151,7 @@ some_cond(void *arg)
 	return trec_delivered(h->rec) >= h->n;
 }
 
-static void
+void
 test_kill_one(void **state)
 {
 	struct mfx *f = *state;
@@ -210,7 +193,7 @@ lost_cond(void *arg)
 	return v;
 }
 
-static void
+void
 test_redis_restart(void **state)
 {
 	struct mfx *f = *state;
@@ -222,7 +205,7 @@ test_redis_restart(void **state)
 	push_many(f->a->s, "push", clock_wall_ms(), 2000, 1000, 60);
 	assert_true(wait_for(some_cond, &h, T_DEADLINE_MS));
 	/* Restarted with its data (SHUTDOWN SAVE): nothing is lost. */
-	assert_int_equal(redisfix_restart(&multi_redis, 1), 0);
+	assert_int_equal(redisfix_restart(&test_redis, 1), 0);
 	wait_all(&f->rec, 1000, 30000);
 	assert_true(wait_for(ready_cond, f->a->s, T_DEADLINE_MS));
 	assert_int_equal(trec_dups(&f->rec), 0);
@@ -234,25 +217,7 @@ test_redis_restart(void **state)
 
 	/* Restarted without it: the loss is noticed and reported. */
 	f->rec.mark_on_lost = 1;
-	assert_int_equal(redisfix_restart(&multi_redis, 0), 0);
+	assert_int_equal(redisfix_restart(&test_redis, 0), 0);
 	assert_true(wait_for(lost_cond, &f->rec, T_DEADLINE_MS));
 	assert_true(wait_for(ready_cond, f->a->s, T_DEADLINE_MS));
-}
-
-int
-run_multi_tests(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_on_time, msetup,
-		    mteardown),
-		cmocka_unit_test_setup_teardown(test_two_instances, msetup,
-		    mteardown),
-		cmocka_unit_test_setup_teardown(test_kill_one, msetup,
-		    mteardown),
-		cmocka_unit_test_setup_teardown(test_redis_restart, msetup,
-		    mteardown),
-	};
-
-	return cmocka_run_group_tests_name("scheduler (real time, "
-	    "instances)", tests, mgroup_setup, mgroup_teardown);
 }
