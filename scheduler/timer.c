@@ -433,23 +433,30 @@ learn_tenants(struct sched *s, redisContext *c, int *broken)
 		freeReplyObject(r);
 }
 
-/* Re-reads every owned shard's heads (one pipeline), then purges. */
+/*
+ * Re-reads every owned shard's heads (one pipeline): the earliest delay, the
+ * earliest deadline, whether topics have ready jobs, the oldest finished
+ * job; then purges the shards whose oldest finished job is past retention.
+ */
 static void
 sweep(struct sched *s, redisContext *c, int *broken)
 {
 	struct sched_tenant **tv, *t;
 	char k[SCHED_KEY_MAX];
 	uint32_t *gens;
-	redisReply *r[3];
+	unsigned char *purge;
+	redisReply *r[4];
 	void *rep;
-	size_t nt, i, sent = 0;
+	size_t nt, i, sent = 0, at;
 	int shard, j, n, more, calls;
+	int64_t cut = sched_now_ms(s) - s->cfg.retention_ms;
 
 	learn_tenants(s, c, broken);
 	if (*broken)
 		return;
 	tv = tenants_snapshot(s, &nt);
 	gens = xcalloc(nt * (size_t)s->cfg.shards + 1, sizeof(*gens));
+	purge = xcalloc(nt * (size_t)s->cfg.shards + 1, 1);
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < nt; i++)
 		for (shard = 0; shard < s->cfg.shards; shard++)
@@ -467,6 +474,8 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
 			sched_key(k, t->name, shard, "rt", NULL);
 			redisAppendCommand(c, "SCARD %s", k);
+			sched_key(k, t->name, shard, "z", NULL);
+			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
 			sent++;
 		}
 	for (i = 0; i < nt && sent > 0; i++)
@@ -474,7 +483,8 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			if (!owned(s, shard))
 				continue;
 			t = tv[i];
-			for (j = 0; j < 3; j++) {
+			at = i * (size_t)s->cfg.shards + (size_t)shard;
+			for (j = 0; j < 4; j++) {
 				if (redisGetReply(c, &rep) != REDIS_OK) {
 					*broken = 1;
 					while (--j >= 0)
@@ -489,8 +499,7 @@ sweep(struct sched *s, redisContext *c, int *broken)
 				int64_t h = r[0]->elements == 2 ?
 				    score_of(r[0]->element[1]) : SCHED_NO_TIME;
 
-				if (t->gen[shard] == gens[i *
-				    (size_t)s->cfg.shards + (size_t)shard] ||
+				if (t->gen[shard] == gens[at] ||
 				    h < t->next_due_ms[shard])
 					t->next_due_ms[shard] = h;
 			}
@@ -502,13 +511,17 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			    r[2]->integer > 0 && !t->blocked[shard])
 				t->ready[shard] = 1;
 			pthread_mutex_unlock(&s->lock);
-			for (j = 0; j < 3; j++)
+			if (r[3]->type == REDIS_REPLY_ARRAY &&
+			    r[3]->elements == 2 &&
+			    score_of(r[3]->element[1]) <= cut)
+				purge[at] = 1;
+			for (j = 0; j < 4; j++)
 				freeReplyObject(r[j]);
 		}
 	/* Finished jobs past their retention leave. */
 	for (i = 0; i < nt && !*broken; i++)
 		for (shard = 0; shard < s->cfg.shards && !*broken; shard++) {
-			if (!owned(s, shard))
+			if (!purge[i * (size_t)s->cfg.shards + (size_t)shard])
 				continue;
 			calls = 0;
 			do {
@@ -518,6 +531,7 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			} while (more && ++calls < PURGE_CALLS);
 		}
 out:
+	free(purge);
 	free(gens);
 	free(tv);
 }
