@@ -523,9 +523,10 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	api_suspend(req);
 	pthread_mutex_lock(&pull_lock);
 	if (start_locked() == -1) {
+		/* No deadline thread: end the wait now rather than never. */
+		w->timed_out = 1;
 		pthread_mutex_unlock(&pull_lock);
 		api_resume(req);
-		w->timed_out = 1;
 		return;
 	}
 	stale = w->list->gen != gen;
