@@ -73,6 +73,14 @@ wire_ready(char *why, size_t whylen, void *arg)
 	return 1;
 }
 
+/* sched_hooks.ready: jobs became ready in a topic; wake its consumers. */
+static void
+hook_ready(const char *tenant, const char *topic, void *arg)
+{
+	(void)arg;
+	api_pull_notify(tenant, topic);
+}
+
 /* sched_hooks.transition: every state change goes to the journal. */
 static void
 hook_transition(const struct sched_job *job, enum sched_state from,
@@ -155,13 +163,6 @@ journal_open(struct wire *w, char *err, size_t errlen)
 		    CONF_JOURNAL_SYNC ? "sync" : "async");
 	free(url);
 	return 0;
-}
-
-static size_t
-body_limit(void *arg)
-{
-	(void)arg;
-	return (size_t)CONF_GET(limit_request_body);
 }
 
 static int
@@ -422,6 +423,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	hooks.capacity = hook_capacity;
 	hooks.deliver = hook_deliver;
 	hooks.transition = hook_transition;
+	hooks.ready = hook_ready;
 	hooks.arg = w;
 	if ((w->sched = sched_new(&sc, &hooks, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "scheduler: %s", why);
@@ -445,7 +447,8 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	hc.max_connections = (int)conf.http_max_connections;
 	hc.timeout_ms = conf.http_timeout_ms;
 	hc.routes = api_all_routes;
-	hc.body_limit = body_limit;
+	hc.authenticate = api_authenticate;
+	hc.body_limit = api_body_limit;
 	hc.access_log = access_log;
 	hc.arg = &w->ctx;
 	if ((w->http = api_server_start(&hc, why, sizeof(why))) == NULL) {
@@ -482,6 +485,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	sched_quiesce(w->sched);
 	disp_drain(w->disp, grace_ms);
 	api_server_stop(w->http);
+	api_pull_stop();
 	sched_stop(w->sched);
 	disp_free(w->disp);
 	sched_free(w->sched);

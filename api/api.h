@@ -34,6 +34,7 @@ extern const struct api_route api_routes_topics[];	/* topics.c */
 extern const struct api_route api_routes_jobs[];	/* jobs.c */
 extern const struct api_route api_routes_pull[];	/* pull.c */
 extern const struct api_route api_routes_original[];	/* original.c */
+extern const struct api_route api_routes_debug[];	/* debug.c */
 
 /* All route sets, NULL-terminated (for the server and the OpenAPI check). */
 extern const struct api_route *const api_all_routes[];

@@ -12,7 +12,8 @@ libapi_a_SOURCES = \
 	api/topics.c \
 	api/jobs.c \
 	api/pull.c \
-	api/original.c
+	api/original.c \
+	api/debug.c
 libapi_a_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(JSONC_CFLAGS) \
 	$(HIREDIS_CFLAGS) $(CURL_CFLAGS)
 

@@ -17,5 +17,6 @@ const struct api_route *const api_all_routes[] = {
 	api_routes_jobs,
 	api_routes_pull,
 	api_routes_original,
+	api_routes_debug,
 	NULL,
 };
