@@ -61,7 +61,7 @@ struct sched_attempt {
 };
 
 struct sched_job {
-	char	 id[ID_LEN + 1];
+	char	 id[ID_LEN + 65];	/* generated (16) or client-given (<= 64) */
 	char	*tenant;
 	char	*topic;
 	char	*bizkey;	/* NULL when none */
@@ -69,7 +69,7 @@ struct sched_job {
 	int64_t	 due_ms;	/* the time of the next (or current) attempt */
 	int64_t	 created_ms;
 	int	 priority;	/* -1000 .. 1000, higher first */
-	int	 attempts;	/* attempts made so far */
+	int	 attempts;	/* finished; the one in flight is +1 */
 	char	*body;
 	size_t	 body_len;
 	char	*headers_json;	/* the job's own headers, or NULL */
@@ -111,7 +111,13 @@ struct sched_hooks {
 	void	(*deliver)(struct sched_job *job, void *arg);
 	/* Jobs became ready in a topic (on any instance): wake consumers. */
 	void	(*ready)(const char *tenant, const char *topic, void *arg);
-	/* A job changed state (for the journal and metrics); may be NULL. */
+	/*
+	 * A job changed state (for the journal and metrics); may be NULL.
+	 * Called after the change is in Redis.  from is SCHED_NSTATES for a
+	 * new job (push; restores are not reported), from == to when a
+	 * waiting job's due time moved (reschedule); for promotions (to
+	 * SCHED_READY) job has no body, headers or schedule.
+	 */
 	void	(*transition)(const struct sched_job *job,
 		    enum sched_state from, enum sched_state to,
 		    const struct sched_attempt *attempt, void *arg);
@@ -120,14 +126,15 @@ struct sched_hooks {
 	void	*arg;
 };
 
+/* A field left 0 takes its default (shown). */
 struct sched_config {
 	const char	*redis_url;
-	int64_t		 redis_timeout_ms;
-	int		 shards;	/* per tenant, 1 .. ID_MAX_SHARD + 1 */
-	int		 batch;		/* jobs per promote call */
-	int64_t		 sweep_ms;
-	int64_t		 lease_ms;
-	int64_t		 retention_ms;	/* finished jobs stay this long */
+	int64_t		 redis_timeout_ms;	/* 2000 */
+	int		 shards;	/* per tenant, 1..ID_MAX_SHARD+1; 16 */
+	int		 batch;		/* jobs per promote call; 100 */
+	int64_t		 sweep_ms;	/* 1000 */
+	int64_t		 lease_ms;	/* 5000 */
+	int64_t		 retention_ms;	/* finished jobs stay; 7 days */
 	int64_t		 retry_after_cap_ms;
 	const char	*instance;
 	int		 fake_clock;	/* scripts take "now" from util/clock */
@@ -163,7 +170,11 @@ uint64_t sched_passes(struct sched *s);
 int	sched_owned_shards(struct sched *s);
 struct sched_pool *sched_pool(struct sched *s);
 
-/* Shard of a new job: from its bizkey if any, else from its id. */
+/*
+ * Shard of a new job: from its bizkey if any, else from its id.  (A
+ * generated id carries its shard, and sched_push uses that one: generate it
+ * with the job's bizkey.)
+ */
 int	sched_shard_for(struct sched *s, const char *bizkey, const char *id);
 /* Shard of an existing job from its id (generated or client-given). */
 int	sched_shard_of(struct sched *s, const char *id);
