@@ -9,3 +9,5 @@ EXTRA_DIST += tests/bb/harness.py tests/bb/receiver.py tests/bb/README.md \
 	tests/bb/test_harness_selftest.py tests/bb/test_lifecycle.py
 TESTS += tests/conf_keys.sh
 EXTRA_DIST += tests/conf_keys.sh
+TESTS += tests/bb/test_dispatch.py
+EXTRA_DIST += tests/bb/test_dispatch.py

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""test_dispatch.py - push topics end to end: the real daemon, a real
+redis-server and the scripted receiver.  Retries follow the schedule exactly
+(checked with the injected clock, so "exactly" means to the millisecond and
+no test sleeps), 410 and exhausted schedules dead-letter, timeouts and
+refused targets are failed attempts, the signature verifies with openssl, a
+hanging tenant does not hold up another, and SIGTERM hands back what is in
+flight without counting an attempt."""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from test_api_lib import Env, expect_error, unique  # noqa: E402
+
+t = harness.Tap()
+
+# One daemon on the injected clock for the exact-timing tests.
+F = Env(config={"debug": {"fake_clock": True}})
+FNAME, FKEY = F.tenant()
+
+
+def clock(env=F):
+    st, _, b = env.admin("GET", "/v1/debug/clock")
+    assert st == 200, (st, b)
+    return b
+
+
+def advance(ms, env=F):
+    """Move the injected clock and wait until the scheduler has made a
+    whole pass at the new time (so what did not happen, will not)."""
+    st, _, b = env.admin("POST", "/v1/debug/clock", {"advance_ms": ms})
+    assert st == 200, (st, b)
+    target = b["passes"] + 2
+    harness.wait_for(lambda: clock(env)["passes"] >= target,
+                     what="two timer passes after moving the clock")
+    return b["now_ms"]
+
+
+def push_topic(env, key, receiver, **conf):
+    c = {"callback_url": receiver.url("/hook")}
+    c.update(conf)
+    return env.topic(key, **c)
+
+
+def job(env, key, jid):
+    return env.job(key, jid)
+
+
+def wait_state(env, key, jid, state, timeout=15):
+    return harness.wait_for(
+        lambda: (lambda j: j if j["state"] == state else None)(
+            job(env, key, jid)),
+        timeout=timeout, what="job %s to be %s" % (jid, state))
+
+
+@t.test("<0,1s,2s> against 500,500,200: delivered at attempt 3, spaced "
+        "exactly 1 s and 2 s, never early")
+def _():
+    rcv = harness.Receiver(script="500,500,200")
+    q = push_topic(F, FKEY, rcv, retry_schedule="<0,1s,2s>")["name"]
+    t0 = clock()["now_ms"]
+    j = F.push(FKEY, q, {"n": 1}, run_at_ms=t0)
+    rcv.wait_count(1)
+    st = wait_state(F, FKEY, j["id"], "retrying")
+    assert st["next_attempt_ms"] == t0 + 1000, st
+    advance(999)
+    assert job(F, FKEY, j["id"])["state"] == "retrying"
+    assert len(rcv.requests) == 1, "an attempt came early"
+    advance(1)
+    rcv.wait_count(2)
+    st = wait_state(F, FKEY, j["id"], "retrying")
+    assert st["next_attempt_ms"] == t0 + 1000 + 2000, st
+    advance(1999)
+    assert job(F, FKEY, j["id"])["state"] == "retrying"
+    assert len(rcv.requests) == 2, "an attempt came early"
+    advance(1)
+    rcv.wait_count(3)
+    done = wait_state(F, FKEY, j["id"], "delivered")
+    at = [a["at_ms"] for a in done["attempts"]]
+    assert at == [t0, t0 + 1000, t0 + 3000], at
+    assert [a["status"] for a in done["attempts"]] == [500, 500, 200], done
+    assert done["attempt_count"] == 3, done
+    assert [r.headers["retryd-attempt"] for r in rcv.requests] == \
+        ["1", "2", "3"]
+
+
+@t.test("500 forever: dead after the last wait, every attempt logged")
+def _():
+    rcv = harness.Receiver(script="500")
+    q = push_topic(F, FKEY, rcv, retry_schedule="<0,1s,2s>")["name"]
+    t0 = clock()["now_ms"]
+    j = F.push(FKEY, q, {"n": 2}, run_at_ms=t0)
+    rcv.wait_count(1)
+    wait_state(F, FKEY, j["id"], "retrying")
+    advance(1000)
+    rcv.wait_count(2)
+    wait_state(F, FKEY, j["id"], "retrying")
+    advance(2000)
+    rcv.wait_count(3)
+    dead = wait_state(F, FKEY, j["id"], "dead")
+    assert [a["status"] for a in dead["attempts"]] == [500, 500, 500], dead
+    assert [a["at_ms"] for a in dead["attempts"]] == \
+        [t0, t0 + 1000, t0 + 3000], dead
+    advance(60000)
+    assert len(rcv.requests) == 3, "a dead job was called again"
+    st, _, b = F.req("GET", "/v1/topics/%s/dead" % q, key=FKEY)
+    assert st == 200 and [x["id"] for x in b["jobs"]] == [j["id"]], b
+
+
+@t.test("410 Gone: dead after one attempt")
+def _():
+    rcv = harness.Receiver(script="410")
+    q = push_topic(F, FKEY, rcv, retry_schedule="<0,0,2m,10m>")["name"]
+    j = F.push(FKEY, q, {"n": 3}, run_at_ms=clock()["now_ms"])
+    dead = wait_state(F, FKEY, j["id"], "dead")
+    assert [a["status"] for a in dead["attempts"]] == [410], dead
+    advance(3600 * 1000)
+    assert len(rcv.requests) == 1
+
+
+@t.test("429 with Retry-After later than the next wait is honoured")
+def _():
+    rcv = harness.Receiver(script="429:ra=5,200")
+    q = push_topic(F, FKEY, rcv, retry_schedule="<0,1s,1s>")["name"]
+    t0 = clock()["now_ms"]
+    j = F.push(FKEY, q, {"n": 4}, run_at_ms=t0)
+    st = wait_state(F, FKEY, j["id"], "retrying")
+    assert st["next_attempt_ms"] == t0 + 5000, st
+    advance(4999)
+    assert len(rcv.requests) == 1
+    advance(1)
+    wait_state(F, FKEY, j["id"], "delivered")
+
+
+@t.test("a job's own schedule overrides the topic's; the first wait counts "
+        "from the due time")
+def _():
+    rcv = harness.Receiver(script="200")
+    q = push_topic(F, FKEY, rcv, retry_schedule="<0>")["name"]
+    t0 = clock()["now_ms"]
+    j = F.push(FKEY, q, {"n": 5}, run_at_ms=t0, retry_schedule="<3s,1s>")
+    assert j["next_attempt_ms"] == t0 + 3000, j
+    advance(2999)
+    assert len(rcv.requests) == 0, "the first attempt came early"
+    advance(1)
+    wait_state(F, FKEY, j["id"], "delivered")
+
+
+@t.test("the request: body byte for byte, topic and job headers, retryd-* "
+        "headers, and a signature openssl verifies")
+def _():
+    rcv = harness.Receiver(script="200")
+    tp = push_topic(F, FKEY, rcv, headers={"X-Topic": "t1", "X-Both": "t"})
+    body = {"patient": 42, "note": "caf\u00e9 \u2603", "list": [1, 2.5, None]}
+    j = F.push(FKEY, tp["name"], body, run_at_ms=clock()["now_ms"],
+               headers={"X-Job": "j1", "X-Both": "j"})
+    rcv.wait_count(1)
+    r = rcv.requests[0]
+    assert r.method == "POST" and r.path == "/hook", r
+    assert json.loads(r.body) == body, r.body
+    h = r.headers
+    assert h["x-topic"] == "t1" and h["x-job"] == "j1", h
+    assert h["x-both"] == "j", h
+    assert h["retryd-topic"] == tp["name"], h
+    assert h["retryd-tenant"] == FNAME, h
+    assert h["retryd-attempt"] == "1", h
+    assert h["webhook-id"] == j["id"], h
+    assert h["content-type"].startswith("application/json"), h
+    # Recompute the signature with openssl, independently of our code.
+    key = base64.b64decode(tp["secret"][len("whsec_"):])
+    msg = ("%s.%s." % (h["webhook-id"], h["webhook-timestamp"])).encode() + \
+        r.body
+    out = subprocess.run(
+        ["openssl", "dgst", "-sha256", "-mac", "HMAC", "-macopt",
+         "hexkey:" + key.hex(), "-binary"],
+        input=msg, capture_output=True, check=True).stdout
+    want = "v1," + base64.b64encode(out).decode()
+    assert want in h["webhook-signature"].split(), \
+        (want, h["webhook-signature"])
+    assert abs(int(h["webhook-timestamp"]) * 1000 -
+               clock()["now_ms"]) < 5000, h
+
+
+@t.test("a string body is sent as its text, exactly")
+def _():
+    rcv = harness.Receiver(script="200")
+    q = push_topic(F, FKEY, rcv)["name"]
+    text = "a=1&b=two\r\n\u00e9"
+    F.push(FKEY, q, text, run_at_ms=clock()["now_ms"])
+    rcv.wait_count(1)
+    assert rcv.requests[0].body == text.encode(), rcv.requests[0].body
+
+
+F.stop()
+
+# Real time from here: timeouts and refusals happen in libcurl's clock.
+R = Env()
+RNAME, RKEY = R.tenant()
+
+
+@t.test("a timeout is a failed attempt, and the next one follows")
+def _():
+    rcv = harness.Receiver(script="hang,200")
+    q = push_topic(R, RKEY, rcv, retry_schedule="<0,0>",
+                   timeout_ms=300)["name"]
+    j = R.push(RKEY, q, {"n": 6}, delay_ms=0)
+    done = wait_state(R, RKEY, j["id"], "delivered")
+    a = done["attempts"]
+    assert len(a) == 2 and a[0]["status"] == 0, a
+    assert "time" in (a[0]["error"] or "").lower(), a
+    assert a[1]["status"] == 200, a
+
+
+@t.test("connection refused is a failed attempt; the schedule runs out "
+        "into the dead letters")
+def _():
+    port = harness.free_port()
+    q = R.topic(RKEY, callback_url="http://127.0.0.1:%d/x" % port,
+                retry_schedule="<0,0>")["name"]
+    j = R.push(RKEY, q, {"n": 7}, delay_ms=0)
+    dead = wait_state(R, RKEY, j["id"], "dead")
+    assert [a["status"] for a in dead["attempts"]] == [0, 0], dead
+    assert all(a["error"] for a in dead["attempts"]), dead
+
+
+@t.test("real time: retries are never early (<0,300ms,600ms>)")
+def _():
+    rcv = harness.Receiver(script="500,500,200")
+    q = push_topic(R, RKEY, rcv, retry_schedule="<0,300ms,600ms>")["name"]
+    j = R.push(RKEY, q, {"n": 8}, delay_ms=0)
+    rcv.wait_count(3)
+    wait_state(R, RKEY, j["id"], "delivered")
+    att = job(R, RKEY, j["id"])["attempts"]
+    gaps = [att[1]["at_ms"] - att[0]["at_ms"],
+            att[2]["at_ms"] - att[1]["at_ms"]]
+    arr = [r.t_ms for r in rcv.requests]
+    t.diag("spacing of attempt starts: %s ms (schedule 300, 600); at the "
+           "receiver: %.1f, %.1f ms" % (gaps, arr[1] - arr[0],
+                                         arr[2] - arr[1]))
+    # A retry counts from the failure, which ends after the start: the
+    # start-to-start spacing is at least the wait, never less.
+    assert gaps[0] >= 300 and gaps[1] >= 600, gaps
+
+
+@t.test("fairness: a tenant whose endpoint hangs does not hold up another "
+        "tenant's callbacks")
+def _():
+    slow = harness.Receiver(script="hang")
+    fast = harness.Receiver(script="200")
+    _, skey = R.tenant()
+    sq = push_topic(R, skey, slow, timeout_ms=8000, max_in_flight=20,
+                    retry_schedule="<0>")["name"]
+    fq = push_topic(R, RKEY, fast, retry_schedule="<0>")["name"]
+    for i in range(100):
+        R.push(skey, sq, {"slow": i}, delay_ms=0)
+    slow.wait_count(20)                  # its cap is in flight, hanging
+    due = int(time.time() * 1000) + 500     # all pushed before they fall due
+    for i in range(50):
+        R.push(RKEY, fq, {"fast": i}, run_at_ms=due)
+    fast.wait_count(50, timeout=6)
+    late = sorted(r.t_ms - due for r in fast.requests)
+    t.diag("healthy tenant's lateness while the other hangs: p50 %.1f ms, "
+           "max %.1f ms" % (late[len(late) // 2], late[-1]))
+    # Every healthy callback arrived while the hanging ones were still
+    # hanging: none of them had timed out yet.
+    assert len(slow.requests) == 20, len(slow.requests)
+    st, _, b = R.req("GET", "/v1/topics/" + sq, key=skey)
+    assert b["counts"]["in_flight"] == 20, b["counts"]
+
+
+@t.test("SIGTERM: callbacks in flight past the grace are handed back "
+        "without counting an attempt; retryd exits 0")
+def _():
+    redis = harness.RedisServer()
+    d = harness.Retryd(redis=redis, config={"shutdown": {"grace": "200ms"}})
+    d.wait_ready()
+    st, _, b = d.admin("POST", "/v1/tenants", {"name": unique("t")})
+    key = b["api_key"]
+    rcv = harness.Receiver(script="hang")
+    q = unique("q")
+    st, _, b = d.request("PUT", "/v1/topics/" + q,
+                         {"callback_url": rcv.url("/h"),
+                          "retry_schedule": "<0,0>", "timeout_ms": 30000},
+                         key=key)
+    assert st == 201, b
+    st, _, j = d.request("POST", "/v1/topics/%s/jobs" % q,
+                         {"delay_ms": 0, "body": 1}, key=key)
+    assert st == 201, j
+    rcv.wait_count(1)
+    d.signal(15)
+    assert d.wait_exit(timeout=10) == 0
+    d2 = harness.Retryd(redis=redis, config={"shutdown": {"grace": "200ms"}})
+    d2.wait_ready()
+    st, _, b = d2.request("GET", "/v1/jobs/" + j["id"], key=key)
+    assert st == 200, b
+    assert b["attempt_count"] == 0, b          # handed back, not counted
+    assert b["state"] in ("ready", "in_flight", "scheduled"), b
+    rcv.wait_count(2, timeout=15)               # and it is tried again
+    d2.stop()
+    redis.stop()
+
+
+@t.test("SSRF: a literal loopback callback is refused at registration "
+        "when private targets are not allowed")
+def _():
+    redis = harness.RedisServer()
+    d = harness.Retryd(redis=redis, config={
+        "dispatcher": {"allow_private_targets": False}})
+    d.wait_ready()
+    st, _, b = d.admin("POST", "/v1/tenants", {"name": unique("t")})
+    key = b["api_key"]
+    for url in ("http://127.0.0.1:9/x", "http://[::1]/x",
+                "http://169.254.169.254/latest", "http://10.1.2.3/",
+                "http://localhost:8080/"):
+        expect_error(d.request("PUT", "/v1/topics/" + unique("q"),
+                               {"callback_url": url}, key=key),
+                     400, field="callback_url")
+    d.stop()
+    redis.stop()
+
+
+@t.test("SSRF: the address actually connected is checked too (a topic "
+        "registered while allowed, then refused at connect time)")
+def _():
+    redis = harness.RedisServer()
+    rcv = harness.Receiver(script="200")
+    d = harness.Retryd(redis=redis, config={})
+    d.wait_ready()
+    st, _, b = d.admin("POST", "/v1/tenants", {"name": unique("t")})
+    key = b["api_key"]
+    q = unique("q")
+    st, _, b = d.request("PUT", "/v1/topics/" + q,
+                         {"callback_url": rcv.url("/h"),
+                          "retry_schedule": "<0>"}, key=key)
+    assert st == 201, b
+    d.stop()
+    d2 = harness.Retryd(redis=redis, config={
+        "dispatcher": {"allow_private_targets": False}})
+    d2.wait_ready()
+    st, _, j = d2.request("POST", "/v1/topics/%s/jobs" % q,
+                          {"delay_ms": 0, "body": 1}, key=key)
+    assert st == 201, j
+
+    def dead():
+        st, _, b = d2.request("GET", "/v1/jobs/" + j["id"], key=key)
+        return b if b["state"] == "dead" else None
+    b = harness.wait_for(dead, what="the refused job to be dead")
+    assert "refused" in b["attempts"][0]["error"], b
+    assert len(rcv.requests) == 0, "a refused target was called"
+    d2.stop()
+    redis.stop()
+
+
+R.stop()
+t.done()
