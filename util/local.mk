@@ -5,7 +5,8 @@ libutil_a_SOURCES = \
 	%reldir%/buf.c %reldir%/buf.h \
 	%reldir%/xmalloc.c %reldir%/xmalloc.h \
 	%reldir%/crypto.c %reldir%/crypto.h \
-	%reldir%/id.c %reldir%/id.h
+	%reldir%/id.c %reldir%/id.h \
+	%reldir%/metrics.c %reldir%/metrics.h
 libutil_a_CFLAGS = $(AM_CFLAGS)
 
 if HAVE_CMOCKA
@@ -14,4 +15,9 @@ TESTS += tests/unit/test_util
 tests_unit_test_util_SOURCES = tests/unit/test_util.c
 tests_unit_test_util_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_util_LDADD = libutil.a $(CMOCKA_LIBS)
+check_PROGRAMS += tests/unit/test_metrics
+TESTS += tests/unit/test_metrics
+tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.c
+tests_unit_test_metrics_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_metrics_LDADD = libutil.a $(CMOCKA_LIBS)
 endif
