@@ -54,6 +54,10 @@ struct conf {
 	int64_t	 http_threads;
 	int64_t	 http_max_connections;
 	int64_t	 http_timeout_ms;
+	/* web (the dashboard) and metrics */
+	char	*web_dir;		/* "" = installed or source tree */
+	int64_t	 metrics_require_key;	/* bool; reloadable */
+	int64_t	 metrics_counts_ms;	/* job counts cache; reloadable */
 	/* limits (all reloadable) */
 	int64_t	 limit_request_body;
 	int64_t	 limit_job_body;

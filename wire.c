@@ -89,6 +89,7 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 	struct wire *w = arg;
 	struct jrnl_transition t;
 
+	api_obs_transition(job, (int)from, (int)to, a);
 	if (w->jrnl == NULL)
 		return;
 	memset(&t, 0, sizeof(t));
@@ -220,8 +221,9 @@ hand_back(struct wire *w, const char *tenant, const char *id,
 {
 	enum sched_err e;
 
-	if ((e = sched_release(w->sched, tenant, id, token)) != SCHED_OK &&
-	    e != SCHED_ESTALE)
+	if ((e = sched_release(w->sched, tenant, id, token)) == SCHED_EUNAVAIL)
+		api_obs_redis_error();
+	if (e != SCHED_OK && e != SCHED_ESTALE)
 		log_warnx("tenant=%s job=%s: cannot hand the job back: %s "
 		    "(it returns when its deadline passes)", tenant, id,
 		    sched_strerror(e));
@@ -355,6 +357,7 @@ disp_done(struct disp_result *res, void *arg)
 		return;
 	}
 	o = disp_result_outcome(res);
+	api_obs_callback(schedule_outcome_name(o.kind), res->latency_ms);
 	memset(&a, 0, sizeof(a));
 	a.at_ms = res->started_ms ? res->started_ms : clock_wall_ms();
 	a.status = res->http_status;
@@ -363,6 +366,8 @@ disp_done(struct disp_result *res, void *arg)
 	a.excerpt = res->body_excerpt;
 	a.excerpt_len = res->body_excerpt_len;
 	e = sched_report(w->sched, dl->tenant, dl->id, dl->token, &o, &a, &d);
+	if (e == SCHED_EUNAVAIL)
+		api_obs_redis_error();
 	if (e == SCHED_OK)
 		log_obj(LOG_LVL_DEBUG, &lo, "%s (%d): %s", schedule_outcome_name(
 		    o.kind), o.http_status, schedule_verdict_name(d.verdict));
@@ -441,6 +446,11 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	w->ctx.version = PACKAGE_VERSION;
 	w->ctx.ready = wire_ready;
 	w->ctx.ready_arg = w;
+	if (api_obs_start(&w->ctx) == -1) {
+		snprintf(err, errlen, "metrics: cannot start: %s",
+		    strerror(errno));
+		goto fail;
+	}
 	memset(&hc, 0, sizeof(hc));
 	hc.listen_fd = listen_fd;
 	hc.threads = (int)conf.http_threads;
@@ -459,6 +469,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 fail:
 	if (w->sched != NULL) {
 		sched_stop(w->sched);
+		api_obs_stop();
 		sched_free(w->sched);
 	}
 	disp_free(w->disp);
@@ -487,6 +498,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	api_server_stop(w->http);
 	api_pull_stop();
 	sched_stop(w->sched);
+	api_obs_stop();		/* writes the last chart numbers */
 	disp_free(w->disp);
 	sched_free(w->sched);
 	jrnl_close(w->jrnl);		/* flushes the queued transitions */

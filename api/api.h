@@ -8,6 +8,7 @@
 #define RETRYD_API_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "api/http.h"
 
@@ -35,6 +36,9 @@ extern const struct api_route api_routes_jobs[];	/* jobs.c */
 extern const struct api_route api_routes_pull[];	/* pull.c */
 extern const struct api_route api_routes_original[];	/* original.c */
 extern const struct api_route api_routes_debug[];	/* debug.c */
+extern const struct api_route api_routes_stats[];	/* stats.c */
+extern const struct api_route api_routes_metrics[];	/* metrics.c */
+extern const struct api_route api_routes_dashboard[];	/* dashboard.c */
 
 /* All route sets, NULL-terminated (for the server and the OpenAPI check). */
 extern const struct api_route *const api_all_routes[];
@@ -61,5 +65,26 @@ void	api_pull_notify(const char *tenant, const char *topic);
 int	api_pull_start(void);
 void	api_pull_stop(void);
 void	api_pull_kick(void);
+
+/*
+ * Observability (metrics.c, stats.c; docs/internals/METRICS.md).
+ * api_obs_start() makes the metrics and starts the thread that writes the
+ * dashboard's per-minute series to Redis through ctx->sched;
+ * api_obs_stop() writes what is left and stops it: call it after
+ * sched_stop(), before sched_free().  The others may be called from any
+ * thread, never block on I/O, and are no-ops for jobs without a topic.
+ * api_obs_transition() is the scheduler's transition hook (from and to are
+ * enum sched_state); api_obs_callback() takes a callback's outcome name
+ * (schedule_outcome_name()) and latency; api_obs_redis_error() counts a
+ * failed Redis command.
+ */
+struct sched_job;
+struct sched_attempt;
+int	api_obs_start(const struct api_ctx *ctx);
+void	api_obs_stop(void);
+void	api_obs_transition(const struct sched_job *job, int from, int to,
+	    const struct sched_attempt *attempt);
+void	api_obs_callback(const char *outcome, int64_t latency_ms);
+void	api_obs_redis_error(void);
 
 #endif

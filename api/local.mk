@@ -13,7 +13,8 @@ libapi_a_SOURCES = \
 	api/jobs.c \
 	api/pull.c \
 	api/original.c \
-	api/debug.c
+	api/debug.c \
+	api/obs.h api/metrics.c api/stats.c api/dashboard.c
 libapi_a_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(JSONC_CFLAGS) \
 	$(HIREDIS_CFLAGS) $(CURL_CFLAGS)
 

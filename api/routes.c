@@ -18,5 +18,8 @@ const struct api_route *const api_all_routes[] = {
 	api_routes_pull,
 	api_routes_original,
 	api_routes_debug,
+	api_routes_stats,
+	api_routes_metrics,
+	api_routes_dashboard,
 	NULL,
 };

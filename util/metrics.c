@@ -31,7 +31,7 @@ struct metrics_series {
 	struct metrics_series	*next;		/* in its chain */
 	uint64_t		 hash;
 	char			*values[METRICS_MAX_LABELS];
-	int64_t			 value;		/* counter, gauge; histogram sum */
+	int64_t			 value;		/* or a histogram's sum */
 	uint64_t		 count;		/* histogram */
 	uint64_t		*buckets;	/* histogram: nbounds + 1 */
 	const struct metrics_family *fam;
@@ -458,7 +458,7 @@ static int
 put_scaled(struct buf *out, int64_t v, int64_t scale)
 {
 	char frac[24];
-	uint64_t a, sc;
+	uint64_t a, sc, rem;
 	int digits = 0, i;
 
 	if (scale <= 1)
@@ -471,8 +471,14 @@ put_scaled(struct buf *out, int64_t v, int64_t scale)
 	sc = (uint64_t)scale;
 	if (a % sc == 0)
 		return buf_printf(out, "%s%" PRIu64, v < 0 ? "-" : "", a / sc);
-	snprintf(frac, sizeof(frac), "%0*" PRIu64, digits, a % sc);
-	for (i = (int)strlen(frac) - 1; i > 0 && frac[i] == '0'; i--)
+	/* The fraction's digits, leading zeros included, trailing cut. */
+	rem = a % sc;
+	for (i = digits - 1; i >= 0; i--) {
+		frac[i] = (char)('0' + rem % 10);
+		rem /= 10;
+	}
+	frac[digits] = '\0';
+	for (i = digits - 1; i > 0 && frac[i] == '0'; i--)
 		frac[i] = '\0';
 	return buf_printf(out, "%s%" PRIu64 ".%s", v < 0 ? "-" : "", a / sc,
 	    frac);
