@@ -241,9 +241,13 @@ sched_node_ensure(struct sched *s, redisContext *c, int *broken)
 	return rc;
 }
 
-/* Heartbeat: live instances (ttl 0: leave); learns Redis time. */
+/*
+ * Heartbeat: live instances (ttl 0: leave), or -1.  Learns Redis time;
+ * *other_ms: when another instance's heartbeat runs out (-1: none).
+ */
 static int
-heartbeat(struct sched *s, redisContext *c, int64_t ttl, int *broken)
+heartbeat(struct sched *s, redisContext *c, int64_t ttl, int64_t *other_ms,
+    int *broken)
 {
 	char t[24];
 	const char *argv[4];
@@ -251,6 +255,7 @@ heartbeat(struct sched *s, redisContext *c, int64_t ttl, int *broken)
 	int64_t before, after, server;
 	int live = -1;
 
+	*other_ms = -1;
 	snprintf(t, sizeof(t), "%lld", (long long)ttl);
 	argv[0] = "rd:instances";
 	argv[1] = "";
@@ -260,11 +265,13 @@ heartbeat(struct sched *s, redisContext *c, int64_t ttl, int *broken)
 	r = sched_script_run(s->scripts, c, SCRIPT_HEARTBEAT, 1, 3, argv,
 	    NULL, broken);
 	after = clock_wall_ms();
-	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 	    r->element[0]->type == REDIS_REPLY_INTEGER &&
-	    r->element[1]->type == REDIS_REPLY_STRING) {
+	    r->element[1]->type == REDIS_REPLY_STRING &&
+	    r->element[2]->type == REDIS_REPLY_STRING) {
 		live = (int)r->element[0]->integer;
 		server = strtoll(r->element[1]->str, NULL, 10);
+		*other_ms = strtoll(r->element[2]->str, NULL, 10);
 		if (!s->cfg.fake_clock)
 			__atomic_store_n(&s->offset_ms,
 			    server - (before + after) / 2, __ATOMIC_RELAXED);
@@ -276,6 +283,30 @@ heartbeat(struct sched *s, redisContext *c, int64_t ttl, int *broken)
 	return live;
 }
 
+/* Time to live (ms) of a lease another instance holds; -1 when unknown. */
+static int64_t
+lease_pttl(redisContext *c, const char *key, int *broken)
+{
+	redisReply *r;
+	int64_t v = -1;
+
+	r = redisCommand(c, "PTTL %s", key);
+	if (r == NULL)
+		*broken = 1;
+	else if (r->type == REDIS_REPLY_INTEGER)
+		v = r->integer;
+	if (r != NULL)
+		freeReplyObject(r);
+	return v;
+}
+
+static void
+sooner(int64_t *at, int64_t v)
+{
+	if (v >= 0 && (*at < 0 || v < *at))
+		*at = v;
+}
+
 static void
 set_owned(struct sched *s, int shard, int on)
 {
@@ -285,13 +316,18 @@ set_owned(struct sched *s, int shard, int on)
 }
 
 int
-sched_leases_round(struct sched *s, redisContext *c, int *broken)
+sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
+    int *broken)
 {
 	char key[64];
 	int live, fair, i, k, got, n = s->cfg.shards, start, taken = 0;
+	int64_t other, pttl;
 
-	if ((live = heartbeat(s, c, s->cfg.lease_ms, broken)) < 1)
+	*again_ms = -1;
+	if ((live = heartbeat(s, c, s->cfg.lease_ms, &other, broken)) < 1)
 		return -1;
+	/* Look again the moment another instance would be dead. */
+	sooner(again_ms, other >= 0 ? other + 1 : -1);
 	fair = (n + live - 1) / live;
 
 	for (i = 0; i < n; i++) {
@@ -332,6 +368,13 @@ sched_leases_round(struct sched *s, redisContext *c, int *broken)
 			set_owned(s, i, 1);
 			taken++;
 			log_debug("scheduler: shard %d taken", i);
+		} else {
+			/* Held: try again the moment it runs out. */
+			pttl = lease_pttl(c, key, broken);
+			if (*broken)
+				return -1;
+			if (pttl >= 0)
+				sooner(again_ms, pttl + 1);
 		}
 	}
 	return taken;
@@ -342,6 +385,7 @@ sched_leases_release(struct sched *s, redisContext *c)
 {
 	char key[64];
 	int i, broken = 0, node;
+	int64_t other;
 
 	for (i = 0; i < s->cfg.shards && !broken; i++) {
 		if (!s->owned[i])
@@ -358,5 +402,5 @@ sched_leases_release(struct sched *s, redisContext *c)
 		(void)lease_op(s, c, key, 0, &broken);
 	}
 	if (!broken)
-		(void)heartbeat(s, c, 0, &broken);
+		(void)heartbeat(s, c, 0, &other, &broken);
 }

@@ -226,8 +226,12 @@ int	sched_schema_check(struct sched *s, redisContext *c, int force,
 	    int *broken);
 /* Takes or renews this instance's node number; 0 or -1. */
 int	sched_node_ensure(struct sched *s, redisContext *c, int *broken);
-/* Heartbeat, renew, hand back, take: shards taken, or -1. */
-int	sched_leases_round(struct sched *s, redisContext *c, int *broken);
+/*
+ * Heartbeat, renew, hand back, take: shards taken, or -1.  *again_ms: when
+ * a lease or an instance we wait for runs out (-1: no hurry).
+ */
+int	sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
+	    int *broken);
 void	sched_leases_release(struct sched *s, redisContext *c);
 
 /* ---- timer.c, sub.c ----------------------------------------------------- */

@@ -648,7 +648,7 @@ timer_main(void *arg)
 	struct sched *s = arg;
 	redisContext *c = NULL;
 	int64_t backoff = BACKOFF_MIN_MS, next_sweep = 0, next_lease = 0;
-	int64_t now, sleep_ms, lease_every;
+	int64_t now, sleep_ms, lease_every, again;
 	int broken, more, spin, kicked, force_sweep = 1, taken, abandon;
 	int was_down = 0, refused;
 
@@ -688,8 +688,10 @@ timer_main(void *arg)
 
 		now = real_ms();
 		if (now >= next_lease) {
-			taken = sched_leases_round(s, c, &broken);
+			taken = sched_leases_round(s, c, &again, &broken);
 			next_lease = now + lease_every;
+			if (again >= 0 && again < lease_every)
+				next_lease = now + again;
 			if (taken > 0)
 				force_sweep = 1;
 			if (!broken)

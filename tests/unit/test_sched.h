@@ -53,6 +53,7 @@ struct trec {
 	pthread_t		 worker;
 	int			 worker_on;
 	int			 mark_on_lost;
+	int			 no_transition;	/* instances without the hook */
 	int64_t			 max_late_ms;	/* delivery after due */
 };
 

@@ -169,7 +169,8 @@ test_kill_one(void **state)
 	moved_ms = real_ms() - t0;
 	print_message("# shards moved %lld ms after the kill (lease 300 ms)\n",
 	    (long long)moved_ms);
-	assert_true(moved_ms <= 900);
+	/* Within the lease TTL (plus slack for a loaded machine). */
+	assert_true(moved_ms <= 300 + 100);
 	wait_all(&f->rec, 2000, T_DEADLINE_MS);
 	assert_int_equal(trec_dups(&f->rec), 0);
 	assert_int_equal(f->rec.early, 0);
