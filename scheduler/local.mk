@@ -41,10 +41,11 @@ if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_sched
 TESTS += tests/unit/test_sched
 tests_unit_test_sched_SOURCES = tests/unit/test_sched.c \
-	tests/unit/test_sched_multi.c tests/unit/test_sched.h \
-	tests/unit/redisfix.c tests/unit/redisfix.h
+	tests/unit/test_sched_multi.c tests/unit/test_sched_util.c \
+	tests/unit/test_sched.h tests/unit/redisfix.c tests/unit/redisfix.h
 tests_unit_test_sched_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_sched_LDADD = libscheduler.a libschedules.a libutil.a \
 	$(HIREDIS_LIBS) $(CMOCKA_LIBS) -lpthread
 endif
 libscheduler_a_SOURCES += scheduler/registry.c scheduler/registry.h
+libscheduler_a_SOURCES += scheduler/registry_restore.c scheduler/registry_int.h
