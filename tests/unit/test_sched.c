@@ -478,6 +478,27 @@ test_stale_ack_and_expiry(void **state)
 }
 
 static void
+test_quiesce(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job *job;
+	char a[ID_LEN + 65];
+	int64_t want[SCHED_NSTATES] = { 0 };
+
+	sched_quiesce(s);
+	push(s, "pull", clock_wall_ms(), 0, NULL, a);
+	clock_advance_ms(10);
+	kick_wait(s);
+	/* Draining: nothing new falls due, the leases stay. */
+	want[SCHED_SCHEDULED] = 1;
+	expect_counts(s, "pull", want);
+	assert_int_equal(sched_owned_shards(s), 16);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_ENOTFOUND);
+}
+
+static void
 test_nack_dead_retry_redrive(void **state)
 {
 	struct fx *f = *state;
@@ -1068,6 +1089,8 @@ main(void)
 		    mteardown),
 		cmocka_unit_test_setup_teardown(test_redis_restart, msetup,
 		    mteardown),
+		cmocka_unit_test_setup_teardown(test_lost_wakeup, msetup,
+		    mteardown),
 		cmocka_unit_test_setup_teardown(test_push_get_roundtrip,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_never_early_and_order,
@@ -1082,6 +1105,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nack_dead_retry_redrive,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quiesce, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_mode_outcomes,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capacity_and_release,

@@ -120,5 +120,6 @@ void	test_on_time(void **state);
 void	test_two_instances(void **state);
 void	test_kill_one(void **state);
 void	test_redis_restart(void **state);
+void	test_lost_wakeup(void **state);
 
 #endif

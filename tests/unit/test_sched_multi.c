@@ -222,3 +222,24 @@ test_redis_restart(void **state)
 	assert_true(wait_for(lost_cond, &f->rec, T_DEADLINE_MS));
 	assert_true(wait_for(ready_cond, f->a->s, T_DEADLINE_MS));
 }
+
+/*
+ * The subscriber's connection is killed just before a job lands: its wake-up
+ * may be lost; the subscriber comes back and the sweep finds the job.
+ */
+void
+test_lost_wakeup(void **state)
+{
+	struct mfx *f = *state;
+	redisReply *r;
+
+	f->a = tinst_new(&f->rec, "deaf", 0, 0, 200, 0);
+	wait_owned(f->a, 16);
+	r = redisfix_cmd(&test_redis, "CLIENT KILL TYPE pubsub");
+	assert_non_null(r);
+	freeReplyObject(r);
+	push_many(f->a->s, "push", clock_wall_ms() + 50, 0, 10, 60);
+	wait_all(&f->rec, 10, 5000);
+	assert_int_equal(f->rec.early, 0);
+	assert_int_equal(trec_dups(&f->rec), 0);
+}
