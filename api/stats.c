@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -669,28 +670,40 @@ out:
 	registry_topic_list_free(v, n);
 }
 
+/*
+ * Open route that authenticates itself: a tenant key answers its tenant,
+ * the admin key answers admin (and the X-Tenant tenant, when given and
+ * known), so the dashboard learns what a key is in one request that
+ * succeeds for either.
+ */
 static void
 whoami(struct api_req *req)
 {
-	json_object *o = json_object_new_object();
+	struct api_ctx *ctx = api_ctx_of(req);
+	json_object *o;
+	int admin = api_is_admin_request(req);
 
-	json_object_object_add(o, "tenant",
-	    json_object_new_string(req->tenant));
-	json_object_object_add(o, "admin", json_object_new_boolean(
-	    req->admin));
+	if ((!admin || api_header(req, "X-Tenant") != NULL) &&
+	    api_authenticate(req, API_AUTH_TENANT, ctx) == -1)
+		return;
+	o = json_object_new_object();
+	json_object_object_add(o, "tenant", req->tenant[0] != '\0' ?
+	    json_object_new_string(req->tenant) : NULL);
+	json_object_object_add(o, "admin", json_object_new_boolean(admin));
 	api_reply_json(req, 200, o);
 }
 
-/* 400 invalid_schedule with the offset and the reason as members. */
+/* 200 {"valid": false, "error": {...}} naming the offset and reason. */
 static void
-schedule_refused(struct api_req *req, const struct schedule_error *err)
+schedule_refused(struct api_req *req, const struct schedule_error *err,
+    int array)
 {
 	json_object *root = json_object_new_object();
 	json_object *e = json_object_new_object();
 	char msg[256];
 
-	snprintf(msg, sizeof(msg), "retry_schedule: at offset %zu: %s",
-	    err->pos, err->reason);
+	snprintf(msg, sizeof(msg), "retry_schedule: at %s %zu: %s",
+	    array ? "index" : "offset", err->pos, err->reason);
 	json_object_object_add(e, "code",
 	    json_object_new_string("invalid_schedule"));
 	json_object_object_add(e, "message", json_object_new_string(msg));
@@ -700,10 +713,45 @@ schedule_refused(struct api_req *req, const struct schedule_error *err)
 	    json_object_new_int64((int64_t)err->pos));
 	json_object_object_add(e, "reason",
 	    json_object_new_string(err->reason));
+	json_object_object_add(root, "valid", json_object_new_boolean(0));
 	json_object_object_add(root, "error", e);
-	api_reply_json(req, 400, root);
+	api_reply_json(req, 200, root);
 }
 
+/* The array form: 0 with *out, or -1 with err (an element not an int). */
+static int
+schedule_array(json_object *v, int64_t horizon, struct retry_schedule *out,
+    struct schedule_error *err)
+{
+	int64_t ms[SCHEDULE_MAX_WAITS];
+	json_object *e;
+	size_t i, n = json_object_array_length(v);
+
+	if (n == 0 || n > SCHEDULE_MAX_WAITS) {
+		err->pos = 0;
+		snprintf(err->reason, sizeof(err->reason),
+		    "a schedule has 1 to %d waits", SCHEDULE_MAX_WAITS);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		e = json_object_array_get_idx(v, i);
+		ms[i] = json_object_is_type(e, json_type_int) ?
+		    json_object_get_int64(e) : -1;
+		if (ms[i] < 0 || ms[i] == INT64_MAX) {
+			err->pos = i;
+			snprintf(err->reason, sizeof(err->reason),
+			    "a wait is an integer of milliseconds >= 0");
+			return -1;
+		}
+	}
+	return schedule_from_ms(ms, n, horizon, out, err);
+}
+
+/*
+ * A schedule that does not parse is a successful check: 200 with valid
+ * false, so an editor validating as the user types gets no HTTP errors.
+ * Only a request that is not a check at all is 400.
+ */
 static void
 schedule_validate(struct api_req *req)
 {
@@ -713,7 +761,7 @@ schedule_validate(struct api_req *req)
 	struct schedule_error err;
 	char text[SCHEDULE_FORMAT_MAX];
 	json_object *body = NULL, *v, *o, *w, *firsts;
-	int i;
+	int i, rc;
 
 	if (api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1)
@@ -726,21 +774,27 @@ schedule_validate(struct api_req *req)
 		goto out;
 	}
 	memset(&err, 0, sizeof(err));
-	if (json_object_is_type(v, json_type_string)) {
-		if (schedule_parse(json_object_get_string(v),
-		    (size_t)json_object_get_string_len(v), horizon, &rs,
-		    &err) == -1) {
-			schedule_refused(req, &err);
-			goto out;
-		}
-	} else if (api_json_schedule(req, v, "retry_schedule", horizon,
-	    &rs) == -1)
+	if (json_object_is_type(v, json_type_string))
+		rc = schedule_parse(json_object_get_string(v),
+		    (size_t)json_object_get_string_len(v), horizon, &rs, &err);
+	else if (json_object_is_type(v, json_type_array))
+		rc = schedule_array(v, horizon, &rs, &err);
+	else {
+		api_error(req, 400, "invalid_field", "retry_schedule",
+		    "retry_schedule must be a string or an array");
 		goto out;
+	}
+	if (rc == -1) {
+		schedule_refused(req, &err,
+		    json_object_is_type(v, json_type_array));
+		goto out;
+	}
 	if (schedule_format(&rs, text, sizeof(text)) < 0) {
 		api_error(req, 500, "internal", NULL, "cannot format");
 		goto out;
 	}
 	o = json_object_new_object();
+	json_object_object_add(o, "valid", json_object_new_boolean(1));
 	json_object_object_add(o, "retry_schedule",
 	    json_object_new_string(text));
 	json_object_object_add(o, "attempts", json_object_new_int(rs.n));
@@ -766,8 +820,8 @@ const struct api_route api_routes_stats[] = {
 	    "the tenant's topics with counts and their last hour" },
 	{ "GET", "/v1/topics/{topic}/stats", API_AUTH_TENANT, topic_stats,
 	    "a topic's deliveries, failures and lateness per minute" },
-	{ "GET", "/v1/whoami", API_AUTH_TENANT, whoami,
-	    "the tenant a key acts as" },
+	{ "GET", "/v1/whoami", API_AUTH_NONE, whoami,
+	    "what a key is: a tenant's, or the admin key" },
 	{ "POST", "/v1/schedules:validate", API_AUTH_TENANT,
 	    schedule_validate, "check a retry schedule; its canonical form" },
 	{ NULL, NULL, 0, NULL, NULL },
