@@ -193,8 +193,13 @@ promote_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 			    &moved, &more, &head, broken);
 			(*budget)--;
 			called = 1;
-			if (e != SCHED_OK)
+			if (e != SCHED_OK) {
+				/* Logged; do not hammer Redis with it. */
+				if (!*broken)
+					store_due(s, t, shard, gen0,
+					    now + s->cfg.sweep_ms);
 				goto out;
+			}
 			total += moved;
 		} while (more && *budget > 0);
 	}
@@ -223,6 +228,7 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 	redisReply *r, *rec;
 	int64_t dl = SCHED_NO_TIME;
 	size_t i;
+	int expired = 0;
 
 	sched_key(kf, t->name, shard, "f", NULL);
 	sched_key(kj, t->name, shard, "j", NULL);
@@ -242,6 +248,18 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 			*broken = 1;
 			goto out;
 		}
+		if (rec->type == REDIS_REPLY_NIL) {
+			/* No job: an entry no script would leave; drop it. */
+			freeReplyObject(rec);
+			rec = redisCommand(c, "ZREM %s %b", kf, m->str,
+			    m->len);
+			if (rec == NULL) {
+				*broken = 1;
+				goto out;
+			}
+			freeReplyObject(rec);
+			continue;
+		}
 		job = rec->type == REDIS_REPLY_STRING ? sched_rec_decode(
 		    t->name, shard, m->str, m->len, rec->str, rec->len) : NULL;
 		freeReplyObject(rec);
@@ -260,8 +278,9 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 			a.error = "no outcome before the deadline";
 		}
 		a.at_ms = now;
-		(void)sched_apply(s, c, job, job->token, &o, &a, 1, NULL,
-		    broken);
+		if (sched_apply(s, c, job, job->token, &o, &a, 1, NULL,
+		    broken) == SCHED_OK)
+			expired++;
 		(*budget)--;
 		sched_job_free(job);
 	}
@@ -273,6 +292,12 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 	}
 	if (r->elements == 2)
 		dl = score_of(r->element[1]);
+	/*
+	 * Nothing expired although a deadline looked passed: Redis time is a
+	 * little behind ours (or the job is odd); look again shortly.
+	 */
+	if (expired == 0 && dl <= now)
+		dl = now + 10;
 	pthread_mutex_lock(&s->lock);
 	t->next_deadline_ms[shard] = dl;
 	pthread_mutex_unlock(&s->lock);
@@ -507,9 +532,12 @@ sweep(struct sched *s, redisContext *c, int *broken)
 				t->next_deadline_ms[shard] =
 				    r[1]->elements == 2 ?
 				    score_of(r[1]->element[1]) : SCHED_NO_TIME;
+			/* Ready jobs: try them again, capacity-bound or not. */
 			if (r[2]->type == REDIS_REPLY_INTEGER &&
-			    r[2]->integer > 0 && !t->blocked[shard])
+			    r[2]->integer > 0) {
 				t->ready[shard] = 1;
+				t->blocked[shard] = 0;
+			}
 			pthread_mutex_unlock(&s->lock);
 			if (r[3]->type == REDIS_REPLY_ARRAY &&
 			    r[3]->elements == 2 &&
