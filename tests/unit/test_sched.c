@@ -190,6 +190,23 @@ test_push_get_roundtrip(void **state)
 	assert_int_equal(job->created_ms, now);
 	assert_null(job->headers_json);
 	sched_job_free(job);
+	/* The longest client id (64 characters). */
+	{
+		char longid[65];
+
+		memset(longid, 'L', 64);
+		longid[64] = '\0';
+		p.id = longid;
+		p.bizkey = NULL;
+		assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+		assert_string_equal(res.id, longid);
+		assert_int_equal(sched_get(s, T_TENANT, longid, &job),
+		    SCHED_OK);
+		assert_string_equal(job->id, longid);
+		sched_job_free(job);
+		p.id = "client:id-1";
+		p.bizkey = "zz-bizkey";
+	}
 	/* The same client id again: the existing job, not a second. */
 	p.bizkey = NULL;
 	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
