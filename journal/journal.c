@@ -488,6 +488,15 @@ jrnl_flush(struct jrnl *j)
 	return rc;
 }
 
+void
+jrnl_set_retention(struct jrnl *j, int64_t retention_ms)
+{
+	if (j == NULL || retention_ms <= 0)
+		return;
+	__atomic_store_n(&j->cfg.retention_ms, retention_ms,
+	    __ATOMIC_RELAXED);
+}
+
 int
 jrnl_purge(struct jrnl *j)
 {

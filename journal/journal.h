@@ -103,6 +103,8 @@ struct jrnl_transition {
 	const char	*error;		/* NULL: none */
 	const char	*excerpt;	/* response bytes; NULL: none */
 	size_t		 excerpt_len;
+	int64_t		 due_ms;	/* the job's next attempt from now
+					   on; 0: unchanged */
 	const char	*instance;	/* output only */
 	const char	*host;		/* output only */
 };
@@ -199,6 +201,8 @@ enum jrnl_err jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs,
 void	jrnl_transition(struct jrnl *j, const struct jrnl_transition *t);
 /* Write everything queued before the call: 0, or -1 when it could not. */
 int	jrnl_flush(struct jrnl *j);
+/* Change the retention (a reload); <= 0 keeps it. */
+void	jrnl_set_retention(struct jrnl *j, int64_t retention_ms);
 /* Purge finished jobs past retention now, to the end: 0, or -1. */
 int	jrnl_purge(struct jrnl *j);
 /* 1 when the database is reachable, else 0 with the reason in why. */

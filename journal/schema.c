@@ -53,7 +53,7 @@ static const char *const common_sql[JS_COUNT] = {
 	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[JS_JOB_APPLY] = "UPDATE jobs SET state = ?, attempts = "
 	    "CASE WHEN ? > attempts THEN ? ELSE attempts END, "
-	    "updated_ms = ?, finished_ms = ? "
+	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ? "
 	    "WHERE tenant = ? AND id = ? AND updated_ms <= ?",
 	[JS_JOB_GET] = "SELECT " JOB_COLS " FROM jobs "
 	    "WHERE tenant = ? AND id = ?",

@@ -90,13 +90,14 @@ put_transition(struct jrnl *j, const struct jrnl_transition *t)
 	a[0] = jrnl_vtext(t->to_state);
 	a[1] = jrnl_vint(t->attempt);
 	a[2] = jrnl_vint(t->attempt);
-	a[3] = jrnl_vint(t->at_ms);
-	a[4] = jrnl_state_finished(t->to_state) ? jrnl_vint(t->at_ms) :
+	a[3] = t->due_ms > 0 ? jrnl_vint(t->due_ms) : jrnl_vtext(NULL);
+	a[4] = jrnl_vint(t->at_ms);
+	a[5] = jrnl_state_finished(t->to_state) ? jrnl_vint(t->at_ms) :
 	    jrnl_vtext(NULL);
-	a[5] = jrnl_vtext(t->tenant);
-	a[6] = jrnl_vtext(t->job_id);
-	a[7] = jrnl_vint(t->at_ms);
-	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 8, NULL, NULL,
+	a[6] = jrnl_vtext(t->tenant);
+	a[7] = jrnl_vtext(t->job_id);
+	a[8] = jrnl_vint(t->at_ms);
+	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 9, NULL, NULL,
 	    NULL);
 }
 
@@ -413,7 +414,8 @@ purge_batch(struct jrnl *j, enum jrnl_err *ep, int *more)
 	enum jrnl_err e;
 	size_t i;
 
-	cutoff = clock_wall_ms() - j->cfg.retention_ms;
+	cutoff = clock_wall_ms() - __atomic_load_n(&j->cfg.retention_ms,
+	    __ATOMIC_RELAXED);
 	s.keys = xcalloc((size_t)j->cfg.purge_batch * 2, sizeof(char *));
 	if ((e = j->drv->begin(j->wconn)) != JRNL_OK)
 		goto out;
