@@ -30,6 +30,7 @@
 
 #include "scheduler/conn.h"
 #include "scheduler/registry.h"
+#include "scheduler/registry_int.h"
 #include "util/clock.h"
 #include "util/crypto.h"
 #include "util/log.h"
@@ -188,9 +189,8 @@ mode_name(enum registry_mode m)
 	return m == REG_MODE_PULL ? "pull" : "push";
 }
 
-/* The stored JSON of a topic (without created_ms, kept apart). */
-static char *
-topic_to_json(const struct registry_topic *t)
+char *
+registry_topic_json(const struct registry_topic *t)
 {
 	json_object *o = json_object_new_object(), *h;
 	char sched[SCHEDULE_FORMAT_MAX];
@@ -498,20 +498,18 @@ registry_free(struct registry *reg)
  * One command; the reply (the caller frees it) or NULL with *err set.  An
  * error reply is logged and counts as EINTERNAL.
  */
-static redisReply *
-rcmd(struct registry *reg, enum reg_err *err, const char *fmt, ...)
+redisReply *
+registry_vcmd(struct registry *reg, enum reg_err *err, const char *fmt,
+    va_list ap)
 {
 	redisContext *c;
 	redisReply *r;
-	va_list ap;
 
 	if ((c = sched_pool_get(reg->pool)) == NULL) {
 		*err = REG_EUNAVAIL;
 		return NULL;
 	}
-	va_start(ap, fmt);
 	r = redisvCommand(c, fmt, ap);
-	va_end(ap);
 	if (r == NULL) {
 		log_warnx("registry: redis: %s", c->errstr);
 		sched_pool_put(reg->pool, c, 1);
@@ -526,6 +524,18 @@ rcmd(struct registry *reg, enum reg_err *err, const char *fmt, ...)
 		return NULL;
 	}
 	*err = REG_OK;
+	return r;
+}
+
+static redisReply *
+rcmd(struct registry *reg, enum reg_err *err, const char *fmt, ...)
+{
+	redisReply *r;
+	va_list ap;
+
+	va_start(ap, fmt);
+	r = registry_vcmd(reg, err, fmt, ap);
+	va_end(ap);
 	return r;
 }
 
@@ -968,7 +978,7 @@ registry_topic_put(struct registry *reg, struct registry_topic *t,
 
 	*created = 0;
 	t->updated_ms = now_ms;
-	json = topic_to_json(t);
+	json = registry_topic_json(t);
 	snprintf(now, sizeof(now), "%" PRId64, now_ms);
 	r = rcmd(reg, &err, "EVAL %s 3 " P "tenants " P "topics:%s "
 	    P "topicc:%s %s %s %s %s", LUA_TOPIC_PUT, t->tenant, t->tenant,

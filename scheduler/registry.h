@@ -2,7 +2,7 @@
  * registry.h - tenants, their API keys and their topics, stored in Redis
  * (docs/internals/REDIS-SCHEMA.md, "Registry keys"), with a per-process cache.
  *
- * Key decisions: every registry key lives under the one hash tag {rd:reg},
+ * Key decisions: every registry key lives under the one hash tag {registry},
  * so each change is one atomic Lua script even on Redis Cluster (the
  * registry is small; one slot holds it).  API keys are never stored: only
  * the lower-case hex SHA-256 of each, which is also how a request's key is
@@ -174,5 +174,60 @@ enum reg_err registry_topic_delete(struct registry *reg, const char *tenant,
  */
 int	registry_topic_info(struct registry *reg, const char *tenant,
 	    const char *topic, struct sched_topic_info *out);
+
+/*
+ * The stored form of a topic: JSON holding every setting and the signing
+ * secret, not created_ms (kept apart).  The caller frees it.  The journal
+ * keeps this text and registry_restore_topic() takes it back.
+ */
+char	*registry_topic_json(const struct registry_topic *t);
+/* A tenant's settings as the journal keeps them, and back (0, or -1). */
+char	*registry_tenant_settings_json(int64_t max_pending);
+int	registry_tenant_settings_parse(const char *json, int64_t *max_pending);
+
+/*
+ * Rebuilding the registry after Redis lost its data (registry_restore.c).
+ * Each call re-creates one record exactly as given unless Redis holds it
+ * already (then it is left as it is); *created says which.  Idempotent.
+ * A key or topic of a tenant Redis does not have is REG_ENOTFOUND.
+ */
+enum reg_err registry_restore_tenant(struct registry *reg, const char *name,
+	    int64_t created_ms, int64_t max_pending, int *created);
+enum reg_err registry_restore_key(struct registry *reg, const char *tenant,
+	    const char *key_id, const char *hash_hex, int64_t created_ms,
+	    int *created);
+enum reg_err registry_restore_topic(struct registry *reg, const char *tenant,
+	    const char *name, const char *json, int64_t created_ms,
+	    int *created);
+
+/*
+ * Coordinating a rebuild among the instances sharing a Redis: a flag says
+ * "Redis must be rebuilt from the journal" until a rebuild completes, and a
+ * lock lets one instance do it while the others wait.  Both live in Redis,
+ * so they vanish with its data (which is when a rebuild is needed anyway).
+ */
+struct registry_restore_state {
+	int	 pending;	/* the flag is set */
+	int	 schema;	/* the scheduler's schema marker is there */
+	int64_t	 tenants;	/* tenants in the registry */
+};
+
+enum reg_err registry_restore_state(struct registry *reg,
+	    struct registry_restore_state *out);
+/* Set the flag (why: a short reason kept in it). */
+enum reg_err registry_restore_request(struct registry *reg, const char *why);
+/*
+ * Take the lock for holder (renew 0: *got 0 when another holds it), or
+ * renew it (renew 1: *got 0 when it or the flag is gone, i.e. Redis lost
+ * its data again or the lock timed out: start over).
+ */
+enum reg_err registry_restore_lock(struct registry *reg, const char *holder,
+	    int64_t ttl_ms, int renew, int *got);
+/* Clear the flag and the lock if holder still holds it (*done 1). */
+enum reg_err registry_restore_done(struct registry *reg, const char *holder,
+	    int *done);
+/* Let go of the lock (the flag stays). */
+enum reg_err registry_restore_unlock(struct registry *reg,
+	    const char *holder);
 
 #endif
