@@ -6,9 +6,20 @@
  * key, so a new tenant can work at once.  A tenant (or, in topics.c, a topic)
  * that still has unfinished jobs is not deleted unless the admin says
  * ?force=true, so a slip of the hand does not orphan accepted jobs.
+ *
+ * Every change is also written to the journal (when there is one), so the
+ * tenants and key hashes survive Redis losing its data, and a 2xx means
+ * both hold it.  Order: Redis first for what adds (a tenant, a key, a
+ * quota), so Redis decides conflicts; when the journal then refuses, the
+ * Redis change is undone and the answer is 503 journal_unavailable.  The
+ * journal first for what takes away (deleting a tenant, revoking a key),
+ * so a restore can never bring back what a 2xx removed.  The journal is
+ * needed in every journal mode: these writes are rare, and a revoked key
+ * must not come back.
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +30,12 @@
 #include "api/internal.h"
 #include "api/validate.h"
 #include "conf.h"
+#include "journal/journal.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
+#include "util/crypto.h"
+#include "util/log.h"
 
 #define MAX_PENDING_LIMIT	INT64_C(1000000000000)
 
@@ -68,6 +82,62 @@ key_json(const char *key_id, int64_t created_ms, const char *api_key)
 	return o;
 }
 
+/* ------------------------------------------------------------------ */
+/* The journal's copy */
+
+/* Answer 503 for a journal that refused a registry change. */
+static void
+journal_refused(struct api_req *req, enum jrnl_err e, const char *what,
+    const char *name)
+{
+	log_warnx("api: journal: %s %s not recorded: %s", what, name,
+	    jrnl_strerror(e));
+	api_error(req, 503, "journal_unavailable", NULL,
+	    "the journal cannot record the %s now (%s); nothing was "
+	    "changed, try again", what, jrnl_strerror(e));
+}
+
+static enum jrnl_err
+journal_tenant(struct api_ctx *ctx, const char *name, int64_t created_ms,
+    int64_t max_pending)
+{
+	struct jrnl_tenant jt;
+	enum jrnl_err e;
+	char *settings;
+
+	if (ctx->jrnl == NULL)
+		return JRNL_OK;
+	settings = registry_tenant_settings_json(max_pending);
+	memset(&jt, 0, sizeof(jt));
+	jt.name = name;
+	jt.created_ms = created_ms;
+	jt.settings_json = settings;
+	e = jrnl_put_tenant(ctx->jrnl, &jt);
+	free(settings);
+	return e;
+}
+
+/* A new key: only the hash of api_key is written. */
+static enum jrnl_err
+journal_key(struct api_ctx *ctx, const char *tenant, const char *key_id,
+    const char *api_key, int64_t created_ms)
+{
+	struct jrnl_key jk;
+	uint8_t h[SHA256_LEN];
+	char hex[2 * SHA256_LEN + 1];
+
+	if (ctx->jrnl == NULL)
+		return JRNL_OK;
+	sha256(api_key, strlen(api_key), h);
+	hex_encode(h, sizeof(h), hex);
+	memset(&jk, 0, sizeof(jk));
+	jk.tenant = tenant;
+	jk.key_id = key_id;
+	jk.hash_hex = hex;
+	jk.created_ms = created_ms;
+	return jrnl_put_key(ctx->jrnl, &jk);
+}
+
 /* The tenant named by the path: 0, or -1 after answering. */
 static int
 load_tenant(struct api_req *req, struct registry_tenant *t)
@@ -95,6 +165,7 @@ tenant_create(struct api_req *req)
 	const char *name = NULL;
 	int64_t maxp = 0, now = clock_wall_ms();
 	enum reg_err e;
+	enum jrnl_err je;
 	int present;
 
 	if (api_body_json(req, &body) == -1 ||
@@ -120,6 +191,21 @@ tenant_create(struct api_req *req)
 	}
 	if (e != REG_OK) {
 		api_reg_error(req, e, "tenant");
+		goto out;
+	}
+	if ((je = journal_tenant(ctx, name, now, maxp)) != JRNL_OK ||
+	    (je = journal_key(ctx, name, key_id, api_key, now)) != JRNL_OK) {
+		/*
+		 * Undo in Redis.  A tenant row the journal may have taken
+		 * stays: deleting it would cancel the jobs of a tenant of
+		 * that name that the journal holds (Redis may have lost it
+		 * and not be restored yet); without a key it opens nothing.
+		 */
+		if ((e = registry_tenant_delete(ctx->reg, name)) != REG_OK)
+			log_warnx("api: tenant %s: cannot undo the creation: "
+			    "%s", name, registry_strerror(e));
+		explicit_bzero(api_key, sizeof(api_key));
+		journal_refused(req, je, "tenant", name);
 		goto out;
 	}
 	memset(&t, 0, sizeof(t));
@@ -203,6 +289,7 @@ tenant_patch(struct api_req *req)
 	json_object *body = NULL;
 	int64_t maxp = 0;
 	enum reg_err e;
+	enum jrnl_err je;
 	int present;
 
 	if (load_tenant(req, &t) == -1 || api_body_json(req, &body) == -1 ||
@@ -214,9 +301,20 @@ tenant_patch(struct api_req *req)
 	if (!present)
 		maxp = 0;
 	e = registry_tenant_set_max_pending(ctx->reg, t.name, maxp);
-	if (e == REG_OK)
-		e = registry_tenant_get(ctx->reg, t.name, &t);
 	if (e != REG_OK) {
+		api_reg_error(req, e, "tenant");
+		goto out;
+	}
+	if ((je = journal_tenant(ctx, t.name, t.created_ms, maxp)) !=
+	    JRNL_OK) {
+		if ((e = registry_tenant_set_max_pending(ctx->reg, t.name,
+		    t.max_pending)) != REG_OK)
+			log_warnx("api: tenant %s: cannot undo the quota "
+			    "change: %s", t.name, registry_strerror(e));
+		journal_refused(req, je, "tenant", t.name);
+		goto out;
+	}
+	if ((e = registry_tenant_get(ctx->reg, t.name, &t)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
@@ -261,10 +359,19 @@ tenant_delete(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
 	enum reg_err e;
+	enum jrnl_err je;
 
 	if (load_tenant(req, &t) == -1 ||
 	    api_unfinished_guard(req, t.name, NULL) == -1)
 		return;
+	/* The journal first: it also cancels the tenant's unfinished jobs
+	 * there, so a restore brings none of them back. */
+	if (ctx->jrnl != NULL &&
+	    (je = jrnl_delete_tenant(ctx->jrnl, t.name)) != JRNL_OK &&
+	    je != JRNL_ENOTFOUND) {
+		journal_refused(req, je, "tenant", t.name);
+		return;
+	}
 	if ((e = registry_tenant_delete(ctx->reg, t.name)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		return;
@@ -280,6 +387,7 @@ key_create(struct api_req *req)
 	struct registry_tenant t;
 	int64_t now = clock_wall_ms();
 	enum reg_err e;
+	enum jrnl_err je;
 
 	if (load_tenant(req, &t) == -1)
 		return;
@@ -301,6 +409,20 @@ key_create(struct api_req *req)
 	e = registry_key_create(ctx->reg, t.name, now, api_key, key_id);
 	if (e != REG_OK) {
 		api_reg_error(req, e, "tenant");
+		return;
+	}
+	/* The tenant's row too: it heals a tenant whose creation was cut
+	 * short between Redis and the journal. */
+	if ((je = journal_tenant(ctx, t.name, t.created_ms,
+	    t.max_pending)) != JRNL_OK ||
+	    (je = journal_key(ctx, t.name, key_id, api_key, now)) !=
+	    JRNL_OK) {
+		if ((e = registry_key_revoke(ctx->reg, t.name, key_id)) !=
+		    REG_OK)
+			log_warnx("api: tenant %s: cannot undo key %s: %s",
+			    t.name, key_id, registry_strerror(e));
+		explicit_bzero(api_key, sizeof(api_key));
+		journal_refused(req, je, "key", t.name);
 		return;
 	}
 	api_reply_json(req, 201, key_json(key_id, now, api_key));
@@ -339,12 +461,20 @@ key_revoke(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
 	enum reg_err e;
+	enum jrnl_err je;
 
 	if (load_tenant(req, &t) == -1)
 		return;
 	if (!api_valid_key_id(req->param[1])) {
 		api_error(req, 400, "invalid_id", "key_id",
 		    "a key id is 1 to 32 of a-z 0-9");
+		return;
+	}
+	/* The journal first: a restore must never bring the key back. */
+	if (ctx->jrnl != NULL && (je = jrnl_revoke_key(ctx->jrnl, t.name,
+	    req->param[1], clock_wall_ms())) != JRNL_OK &&
+	    je != JRNL_ENOTFOUND) {
+		journal_refused(req, je, "key", t.name);
 		return;
 	}
 	e = registry_key_revoke(ctx->reg, t.name, req->param[1]);

@@ -10,6 +10,11 @@
  * (dispatcher/disp_url_check) and again on the address actually connected.
  * Every lookup is by (the caller's tenant, topic): another tenant's topic is
  * simply not found.
+ *
+ * Topics are also written to the journal (as the registry stores them,
+ * signing secret included), in the order tenants.c uses: Redis first for a
+ * put or a new secret, undone when the journal refuses (503
+ * journal_unavailable); the journal first for a delete.
  */
 #include "config.h"
 
@@ -24,9 +29,11 @@
 #include "api/validate.h"
 #include "conf.h"
 #include "dispatcher/dispatcher.h"
+#include "journal/journal.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
+#include "util/log.h"
 #include "util/xmalloc.h"
 
 #define TOPIC_DEFAULT_SCHEDULE	"<0,0,2m,10m,10m,1h,2h,6h,15h>"
@@ -208,6 +215,52 @@ topic_from_body(struct api_req *req, json_object *body,
 	return 0;
 }
 
+/* The topic as it is now in Redis, into the journal. */
+static enum jrnl_err
+journal_topic(struct api_ctx *ctx, const struct registry_topic *t)
+{
+	struct jrnl_topic jt;
+	enum jrnl_err e;
+	char *json;
+
+	if (ctx->jrnl == NULL)
+		return JRNL_OK;
+	json = registry_topic_json(t);
+	memset(&jt, 0, sizeof(jt));
+	jt.tenant = t->tenant;
+	jt.name = t->name;
+	jt.config_json = json;
+	jt.created_ms = t->created_ms;
+	jt.updated_ms = t->updated_ms;
+	e = jrnl_put_topic(ctx->jrnl, &jt);
+	free(json);
+	return e;
+}
+
+/*
+ * The journal refused t, just put in Redis: put back old (NULL: t was new,
+ * delete it) and answer 503.
+ */
+static void
+journal_refused(struct api_req *req, enum jrnl_err je,
+    const struct registry_topic *t, struct registry_topic *old)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	enum reg_err e;
+	int created;
+
+	e = old != NULL ? registry_topic_put(ctx->reg, old, old->updated_ms,
+	    &created) : registry_topic_delete(ctx->reg, t->tenant, t->name);
+	if (e != REG_OK)
+		log_warnx("api: topic %s/%s: cannot undo the change: %s",
+		    t->tenant, t->name, registry_strerror(e));
+	log_warnx("api: journal: topic %s/%s not recorded: %s", t->tenant,
+	    t->name, jrnl_strerror(je));
+	api_error(req, 503, "journal_unavailable", NULL,
+	    "the journal cannot record the topic now (%s); nothing was "
+	    "changed, try again", jrnl_strerror(je));
+}
+
 static void
 topic_put(struct api_req *req)
 {
@@ -215,6 +268,7 @@ topic_put(struct api_req *req)
 	struct registry_topic *t = NULL, *old = NULL;
 	json_object *body = NULL;
 	enum reg_err e;
+	enum jrnl_err je;
 	int created;
 
 	if (api_check_topic(req, req->param[0]) == -1 ||
@@ -233,6 +287,10 @@ topic_put(struct api_req *req)
 	e = registry_topic_put(ctx->reg, t, clock_wall_ms(), &created);
 	if (e != REG_OK) {
 		api_reg_error(req, e, e == REG_ENOTFOUND ? "tenant" : "topic");
+		goto out;
+	}
+	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
+		journal_refused(req, je, t, created ? NULL : old);
 		goto out;
 	}
 	api_reply_json(req, created ? 201 : 200, api_topic_json(t, 1));
@@ -297,16 +355,29 @@ topic_delete(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_topic *t;
 	enum reg_err e;
+	enum jrnl_err je;
 
 	if (api_topic_load(req, req->param[0], &t) == -1)
 		return;
-	if (api_unfinished_guard(req, req->tenant, t->name) == 0) {
-		e = registry_topic_delete(ctx->reg, req->tenant, t->name);
-		if (e == REG_OK)
-			api_reply_empty(req, 204);
-		else
-			api_reg_error(req, e, "topic");
+	if (api_unfinished_guard(req, req->tenant, t->name) == -1)
+		goto out;
+	/* The journal first (it cancels the topic's unfinished jobs there
+	 * too), so a restore never brings back what a 204 removed. */
+	if (ctx->jrnl != NULL && (je = jrnl_delete_topic(ctx->jrnl,
+	    req->tenant, t->name)) != JRNL_OK && je != JRNL_ENOTFOUND) {
+		log_warnx("api: journal: topic %s/%s not deleted: %s",
+		    req->tenant, t->name, jrnl_strerror(je));
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the journal cannot record the deletion now (%s); "
+		    "nothing was changed, try again", jrnl_strerror(je));
+		goto out;
 	}
+	e = registry_topic_delete(ctx->reg, req->tenant, t->name);
+	if (e == REG_OK)
+		api_reply_empty(req, 204);
+	else
+		api_reg_error(req, e, "topic");
+out:
 	registry_topic_free(t);
 }
 
@@ -315,13 +386,15 @@ topic_secret(struct api_req *req)
 {
 	static const char *const allowed[] = { "secret", NULL };
 	struct api_ctx *ctx = api_ctx_of(req);
-	struct registry_topic *t = NULL;
+	struct registry_topic *t = NULL, *old = NULL;
 	json_object *body = NULL;
 	const char *secret = NULL;
 	enum reg_err e;
+	enum jrnl_err je;
 	int created;
 
-	if (api_topic_load(req, req->param[0], &t) == -1)
+	if (api_topic_load(req, req->param[0], &t) == -1 ||
+	    api_topic_load(req, req->param[0], &old) == -1)
 		goto out;
 	if (req->body.len > 0 && (api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1 ||
@@ -340,8 +413,13 @@ topic_secret(struct api_req *req)
 		api_reg_error(req, e, "topic");
 		goto out;
 	}
+	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
+		journal_refused(req, je, t, old);
+		goto out;
+	}
 	api_reply_json(req, 200, api_topic_json(t, 1));
 out:
+	registry_topic_free(old);
 	registry_topic_free(t);
 	json_object_put(body);
 }
