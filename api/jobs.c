@@ -15,6 +15,13 @@
  *  - The pending quota is read from Redis at most every 100 ms per tenant
  *    and taken from the cached count under a lock, so a burst cannot slip
  *    past it between two reads.
+ *  - Accepted means journaled: jobs are written to the journal before
+ *    Redis.  A journaled job that Redis then does not make (deduplicated by
+ *    bizkey, refused, Redis down) has its row marked cancelled, and that
+ *    mark is flushed before the answer, so a restore never brings it back
+ *    as a second job.  A client-given id (/push) that names a job already
+ *    in Redis is answered from Redis without touching the journal, whose
+ *    row for that id must keep describing the job that exists.
  */
 #include "config.h"
 
@@ -29,6 +36,7 @@
 
 #include "api/api.h"
 #include "api/internal.h"
+#include "api/jobs_journal.h"
 #include "api/validate.h"
 #include "conf.h"
 #include "journal/journal.h"
@@ -41,8 +49,6 @@
 
 #define QUOTA_TTL_US		100000
 #define QUOTA_BUCKETS		256
-#define LIST_LIMIT_DEFAULT	100
-#define LIST_LIMIT_MAX		1000
 
 /* ------------------------------------------------------------------ */
 /* Rendering */
@@ -488,76 +494,40 @@ api_quota_refund(const char *tenant, size_t n)
 }
 
 /* ------------------------------------------------------------------ */
-/* Journal and acceptance */
+/* Acceptance */
 
-int
-api_need_journal(struct api_req *req, const char *what)
-{
-	if (api_ctx_of(req)->jrnl != NULL)
-		return 0;
-	api_error(req, 501, "not_supported", NULL,
-	    "%s needs the journal, and it is off (journal.url = \"none\")",
-	    what);
-	return -1;
-}
-
-int
-api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
-    const struct api_job_in *jobs, size_t n, int64_t now_ms)
+/*
+ * A client-given id that names a job Redis has: answered from Redis (200,
+ * deduplicated; 409 when it is another topic's), never journaled.  1 when
+ * answered so, 0 when the id is free, -1 after answering an error.
+ */
+static int
+client_id_exists(struct api_req *req, const struct registry_topic *t,
+    struct api_job_in *j)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	struct jrnl_job *jj;
-	enum jrnl_err e;
-	size_t i;
+	struct sched_job *job = NULL;
+	enum sched_err e;
 
-	if (ctx->jrnl == NULL || n == 0)
+	e = sched_get(ctx->sched, req->tenant, j->id, &job);
+	if (e == SCHED_ENOTFOUND)
 		return 0;
-	jj = xcalloc(n, sizeof(*jj));
-	for (i = 0; i < n; i++) {
-		jj[i].tenant = tenant;
-		jj[i].topic = topic;
-		jj[i].id = jobs[i].id;
-		jj[i].bizkey = jobs[i].bizkey;
-		jj[i].due_ms = jobs[i].run_at_ms;
-		jj[i].priority = jobs[i].priority;
-		jj[i].body = jobs[i].body;
-		jj[i].body_len = jobs[i].body_len;
-		jj[i].headers_json = jobs[i].headers_json;
-		jj[i].schedule = jobs[i].schedule;
-		jj[i].ttr_ms = jobs[i].ttr_ms;
-		jj[i].state = "scheduled";
-		jj[i].created_ms = now_ms;
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
+		return -1;
 	}
-	e = jrnl_put_jobs(ctx->jrnl, jj, n);
-	free(jj);
-	if (e == JRNL_OK)
-		return 0;
-	log_warnx("api: journal: %s: %zu job(s) of %s/%s refused",
-	    jrnl_strerror(e), n, tenant, topic);
-	api_error(req, 503, "journal_unavailable", NULL,
-	    "the journal cannot record the job now (%s); nothing was "
-	    "accepted, try again", jrnl_strerror(e));
-	return -1;
-}
-
-/* The journal row of a job that was journaled but not made: finished. */
-static void
-journal_void(struct api_req *req, const char *tenant, const char *id,
-    int64_t now_ms)
-{
-	struct api_ctx *ctx = api_ctx_of(req);
-	struct jrnl_transition tr;
-
-	if (ctx->jrnl == NULL)
-		return;
-	memset(&tr, 0, sizeof(tr));
-	tr.tenant = tenant;
-	tr.job_id = id;
-	tr.from_state = "scheduled";
-	tr.to_state = "cancelled";
-	tr.at_ms = now_ms;
-	tr.error = "not created (deduplicated or refused)";
-	jrnl_transition(ctx->jrnl, &tr);
+	memset(&j->res, 0, sizeof(j->res));
+	if (strcmp(job->topic, t->name) != 0) {
+		j->status = 409;
+	} else {
+		snprintf(j->res.id, sizeof(j->res.id), "%s", job->id);
+		j->res.deduplicated = 1;
+		j->res.run_at_ms = job->due_ms;
+		j->res.state = job->state;
+		j->status = 200;
+	}
+	sched_job_free(job);
+	return 1;
 }
 
 static int
@@ -586,19 +556,45 @@ api_jobs_accept(struct api_req *req, const struct registry_topic *t,
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct sched_push p;
+	struct api_job_in *todo = NULL;
 	int64_t now = clock_wall_ms();
 	enum sched_err e;
-	size_t i, unmade = 0;
+	size_t i, k, unmade = 0, nvoid = 0;
+	unsigned char *known = NULL;
+	int rc = -1, x;
 
 	if (n == 0)
 		return 0;
 	if (api_quota_take(req, req->tenant, n) == -1)
 		return -1;
-	if (api_journal_jobs(req, req->tenant, t->name, jobs, n, now) == -1) {
+	/* Client-given ids that exist already are answered from Redis. */
+	known = xcalloc(n, 1);
+	for (i = k = 0; i < n; i++) {
+		if (!jobs[i].client_id)
+			continue;
+		if ((x = client_id_exists(req, t, &jobs[i])) == -1) {
+			api_quota_refund(req->tenant, n);
+			goto out;
+		}
+		known[i] = (unsigned char)x;
+		k += (size_t)x;
+	}
+	if (k > 0) {
+		todo = xcalloc(n, sizeof(*todo));
+		for (i = k = 0; i < n; i++)
+			if (!known[i])
+				todo[k++] = jobs[i];
+	}
+	if (api_journal_jobs(req, req->tenant, t->name, todo != NULL ? todo :
+	    jobs, todo != NULL ? k : n, now) == -1) {
 		api_quota_refund(req->tenant, n);
-		return -1;
+		goto out;
 	}
 	for (i = 0; i < n; i++) {
+		if (known[i]) {
+			unmade++;
+			continue;
+		}
 		memset(&p, 0, sizeof(p));
 		p.tenant = req->tenant;
 		p.topic = t->name;
@@ -616,21 +612,33 @@ api_jobs_accept(struct api_req *req, const struct registry_topic *t,
 			jobs[i].status = sched_status(e);
 			jobs[i].res.id[0] = '\0';
 			unmade++;
-			if (e != SCHED_EUNAVAIL && e != SCHED_EINTERNAL)
-				journal_void(req, req->tenant, jobs[i].id,
-				    now);
+			/*
+			 * Not accepted, whatever the reason.  (Redis down or a
+			 * timeout may hide a push that did happen: its own
+			 * transitions then overwrite this mark.)
+			 */
+			api_journal_void(req, req->tenant, jobs[i].id, now);
+			nvoid++;
 			continue;
 		}
 		jobs[i].status = jobs[i].res.deduplicated ? 200 : 201;
 		if (jobs[i].res.deduplicated) {
 			unmade++;
-			if (strcmp(jobs[i].res.id, jobs[i].id) != 0)
-				journal_void(req, req->tenant, jobs[i].id,
+			if (strcmp(jobs[i].res.id, jobs[i].id) != 0) {
+				api_journal_void(req, req->tenant, jobs[i].id,
 				    now);
+				nvoid++;
+			} else
+				api_journal_repair(req, req->tenant, jobs[i].id);
 		}
 	}
+	api_journal_settle(req, req->tenant, nvoid);
 	api_quota_refund(req->tenant, unmade);
-	return 0;
+	rc = 0;
+out:
+	free(todo);
+	free(known);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -874,113 +882,12 @@ job_retry(struct api_req *req)
 	reply_job_now(req, req->param[0]);
 }
 
-/* Listing (needs the journal, which indexes jobs by tenant). */
-struct list_ctx {
-	json_object	*arr;
-	char		 last[API_JOB_ID_BUF];
-	size_t		 n;
-};
-
-static json_object *
-jrnl_job_json(const struct jrnl_job *j)
-{
-	json_object *o = json_object_new_object(), *h = NULL;
-
-	json_object_object_add(o, "id", json_object_new_string(j->id));
-	json_object_object_add(o, "topic", json_object_new_string(j->topic));
-	json_object_object_add(o, "state",
-	    json_object_new_string(j->state ? j->state : "scheduled"));
-	json_object_object_add(o, "bizkey", j->bizkey != NULL ?
-	    json_object_new_string(j->bizkey) : NULL);
-	json_object_object_add(o, "priority", json_object_new_int(j->priority));
-	json_object_object_add(o, "created_ms",
-	    json_object_new_int64(j->created_ms));
-	json_object_object_add(o, "updated_ms",
-	    json_object_new_int64(j->updated_ms));
-	json_object_object_add(o, "finished_ms", j->finished_ms > 0 ?
-	    json_object_new_int64(j->finished_ms) : NULL);
-	json_object_object_add(o, "due_ms", json_object_new_int64(j->due_ms));
-	json_object_object_add(o, "attempt_count",
-	    json_object_new_int(j->attempts));
-	json_object_object_add(o, "body", api_body_value(j->body,
-	    j->body_len));
-	if (j->headers_json != NULL)
-		h = json_tokener_parse(j->headers_json);
-	json_object_object_add(o, "headers",
-	    h != NULL ? h : json_object_new_object());
-	json_object_object_add(o, "retry_schedule", j->schedule != NULL ?
-	    json_object_new_string(j->schedule) : NULL);
-	return o;
-}
-
-static int
-list_cb(const struct jrnl_job *j, void *arg)
-{
-	struct list_ctx *lc = arg;
-
-	json_object_array_add(lc->arr, jrnl_job_json(j));
-	snprintf(lc->last, sizeof(lc->last), "%s", j->id);
-	lc->n++;
-	return 0;
-}
-
-static void
-job_list(struct api_req *req)
-{
-	struct api_ctx *ctx = api_ctx_of(req);
-	struct jrnl_list l;
-	struct list_ctx lc;
-	const char *topic, *state, *bizkey, *cursor;
-	int64_t limit;
-	enum jrnl_err e;
-	json_object *o;
-
-	memset(&l, 0, sizeof(l));
-	memset(&lc, 0, sizeof(lc));
-	topic = api_query(req, "topic");
-	state = api_query(req, "state");
-	bizkey = api_query(req, "bizkey");
-	if ((topic != NULL && api_check_topic(req, topic) == -1) ||
-	    (bizkey != NULL && api_check_bizkey(req, bizkey, "bizkey") == -1) ||
-	    api_query_int(req, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT,
-	    &limit) == -1 || api_query_cursor(req, &cursor) == -1)
-		return;
-	if (state != NULL && sched_state_parse(state) < 0) {
-		api_error(req, 400, "invalid_field", "state",
-		    "state must be one of scheduled, ready, in_flight, "
-		    "retrying, delivered, dead, cancelled");
-		return;
-	}
-	if (*cursor != '\0' && api_check_job_id(req, cursor) == -1)
-		return;
-	if (api_need_journal(req, "listing jobs") == -1)
-		return;
-	l.topic = topic;
-	l.state = state;
-	l.bizkey = bizkey;
-	l.cursor = *cursor != '\0' ? cursor : NULL;
-	l.limit = (size_t)limit;
-	lc.arr = json_object_new_array();
-	e = jrnl_list_jobs(ctx->jrnl, req->tenant, &l, list_cb, &lc);
-	if (e != JRNL_OK) {
-		json_object_put(lc.arr);
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the journal cannot be read now: %s", jrnl_strerror(e));
-		return;
-	}
-	o = json_object_new_object();
-	json_object_object_add(o, "jobs", lc.arr);
-	json_object_object_add(o, "next_cursor", lc.n == (size_t)limit ?
-	    json_object_new_string(lc.last) : NULL);
-	api_reply_json(req, 200, o);
-}
-
 const struct api_route api_routes_jobs[] = {
 	{ "POST", "/v1/topics/{topic}/jobs", API_AUTH_TENANT, job_push,
 	    "push a job" },
 	{ "POST", "/v1/topics/{topic}/jobs:batch", API_AUTH_TENANT,
 	    job_batch, "push up to limits.batch jobs" },
-	{ "GET", "/v1/jobs", API_AUTH_TENANT, job_list,
+	{ "GET", "/v1/jobs", API_AUTH_TENANT, api_job_list,
 	    "list jobs, newest first (needs the journal)" },
 	{ "GET", "/v1/jobs/{id}", API_AUTH_TENANT, job_get,
 	    "a job with its attempts" },

@@ -8,7 +8,12 @@
  * calls the same code as its v1 counterpart (api_job_parse,
  * api_jobs_accept, api_pull_reserve, api_pull_finish), so the original
  * clients get the same validation, quota, journal and tenant isolation.
- * Recovery reads the journal: with the journal off it answers 501.
+ * Recovery reads the journal: with the journal off it answers 501.  The
+ * recovery routes re-create jobs only, with the same rules as the automatic
+ * rebuild (restore.c): the transitions queued here are flushed first, so a
+ * job finished a moment ago is not revived; finished jobs are never read;
+ * dead jobs come back dead.  Tenants, keys and topics come back by
+ * themselves when Redis lost them (restore.c, or retryd --recover).
  */
 #include "config.h"
 
@@ -177,7 +182,9 @@ restore_one(const struct jrnl_job *jj, void *arg)
 	rc->seen++;
 	snprintf(rc->last_tenant, sizeof(rc->last_tenant), "%s", jj->tenant);
 	snprintf(rc->last_id, sizeof(rc->last_id), "%s", jj->id);
-	if (!rc->expired && jj->due_ms < rc->now_ms) {
+	/* Finished (delivered, cancelled) never comes back; nor, with
+	 * expired=false, a job whose time has passed. */
+	if (jj->finished_ms > 0 || (!rc->expired && jj->due_ms < rc->now_ms)) {
 		rc->skipped++;
 		return 0;
 	}
@@ -243,9 +250,16 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 	if (api_query_bool(req, flag, 1, &rc.expired) == -1 ||
 	    api_need_journal(req, "restoring jobs") == -1)
 		return;
+	if (jrnl_flush(ctx->jrnl) == -1) {
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the journal cannot write its queued transitions now; "
+		    "try again");
+		return;
+	}
 	memset(&sc, 0, sizeof(sc));
 	sc.tenant = tenant;
 	sc.limit = RESTORE_PAGE;
+	sc.include_dead = 1;
 	for (;;) {
 		rc.seen = 0;
 		e = jrnl_scan_unfinished(ctx->jrnl, &sc, restore_one, &rc);
@@ -285,6 +299,12 @@ restore_id(struct api_req *req, const char *id)
 	if (api_check_job_id(req, id) == -1 ||
 	    api_need_journal(req, "restoring a job") == -1)
 		return;
+	if (jrnl_flush(ctx->jrnl) == -1) {
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the journal cannot write its queued transitions now; "
+		    "try again");
+		return;
+	}
 	e = jrnl_get_job(ctx->jrnl, req->tenant, id, restore_one, &rc);
 	if (e == JRNL_ENOTFOUND) {
 		api_error(req, 404, "job_not_found", "id",

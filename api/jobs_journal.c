@@ -1,0 +1,258 @@
+/*
+ * jobs_journal.c - what the job routes read from and write to the journal:
+ * the one place where accepted jobs are journaled, the marks that keep a
+ * journaled job Redis did not make from coming back in a restore, and the
+ * listing of a tenant's jobs (the journal indexes them by tenant, Redis
+ * does not).
+ *
+ * Key decision: a journaled job that Redis does not make is marked
+ * cancelled through an ordinary transition, and the caller flushes the
+ * transitions before it answers, so the mark is durable whenever the
+ * answer says the job was not made (or was deduplicated).
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "api/api.h"
+#include "api/internal.h"
+#include "api/jobs_journal.h"
+#include "api/validate.h"
+#include "journal/journal.h"
+#include "scheduler/sched.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define LIST_LIMIT_DEFAULT	100
+#define LIST_LIMIT_MAX		1000
+
+/* ------------------------------------------------------------------ */
+/* Writing */
+
+int
+api_need_journal(struct api_req *req, const char *what)
+{
+	if (api_ctx_of(req)->jrnl != NULL)
+		return 0;
+	api_error(req, 501, "not_supported", NULL,
+	    "%s needs the journal, and it is off (journal.url = \"none\")",
+	    what);
+	return -1;
+}
+
+int
+api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
+    const struct api_job_in *jobs, size_t n, int64_t now_ms)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_job *jj;
+	enum jrnl_err e;
+	size_t i;
+
+	if (ctx->jrnl == NULL || n == 0)
+		return 0;
+	jj = xcalloc(n, sizeof(*jj));
+	for (i = 0; i < n; i++) {
+		jj[i].tenant = tenant;
+		jj[i].topic = topic;
+		jj[i].id = jobs[i].id;
+		jj[i].bizkey = jobs[i].bizkey;
+		jj[i].due_ms = jobs[i].run_at_ms;
+		jj[i].priority = jobs[i].priority;
+		jj[i].body = jobs[i].body;
+		jj[i].body_len = jobs[i].body_len;
+		jj[i].headers_json = jobs[i].headers_json;
+		jj[i].schedule = jobs[i].schedule;
+		jj[i].ttr_ms = jobs[i].ttr_ms;
+		jj[i].state = "scheduled";
+		jj[i].created_ms = now_ms;
+	}
+	e = jrnl_put_jobs(ctx->jrnl, jj, n);
+	free(jj);
+	if (e == JRNL_OK)
+		return 0;
+	log_warnx("api: journal: %s: %zu job(s) of %s/%s refused",
+	    jrnl_strerror(e), n, tenant, topic);
+	api_error(req, 503, "journal_unavailable", NULL,
+	    "the journal cannot record the job now (%s); nothing was "
+	    "accepted, try again", jrnl_strerror(e));
+	return -1;
+}
+
+void
+api_journal_void(struct api_req *req, const char *tenant, const char *id,
+    int64_t now_ms)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_transition tr;
+
+	if (ctx->jrnl == NULL)
+		return;
+	memset(&tr, 0, sizeof(tr));
+	tr.tenant = tenant;
+	tr.job_id = id;
+	tr.from_state = "scheduled";
+	tr.to_state = "cancelled";
+	tr.at_ms = now_ms;
+	tr.error = "not created (deduplicated or refused)";
+	jrnl_transition(ctx->jrnl, &tr);
+}
+
+void
+api_journal_settle(struct api_req *req, const char *tenant, size_t nvoid)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+
+	if (ctx->jrnl == NULL || nvoid == 0)
+		return;
+	if (jrnl_flush(ctx->jrnl) == -1)
+		log_warnx("api: journal: %zu job(s) of %s not made are marked "
+		    "in the queue only (the journal is unavailable); they "
+		    "are written when it is back", nvoid, tenant);
+}
+
+void
+api_journal_repair(struct api_req *req, const char *tenant, const char *id)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_job *job = NULL;
+	struct jrnl_job jj;
+	enum jrnl_err e;
+
+	if (ctx->jrnl == NULL)
+		return;
+	if (sched_get(ctx->sched, tenant, id, &job) != SCHED_OK) {
+		log_warnx("api: journal: tenant=%s job=%s: cannot read the "
+		    "job back to repair its journal row", tenant, id);
+		return;
+	}
+	memset(&jj, 0, sizeof(jj));
+	jj.tenant = tenant;
+	jj.topic = job->topic;
+	jj.id = job->id;
+	jj.bizkey = job->bizkey;
+	jj.due_ms = job->due_ms;
+	jj.priority = job->priority;
+	jj.body = job->body;
+	jj.body_len = job->body_len;
+	jj.headers_json = job->headers_json;
+	jj.schedule = job->schedule;
+	jj.ttr_ms = job->ttr_ms;
+	jj.state = sched_state_name(job->state);
+	jj.attempts = job->attempts;
+	jj.created_ms = job->created_ms;
+	jj.updated_ms = clock_wall_ms();
+	if ((e = jrnl_put_jobs(ctx->jrnl, &jj, 1)) != JRNL_OK)
+		log_warnx("api: journal: tenant=%s job=%s: cannot repair its "
+		    "journal row: %s", tenant, id, jrnl_strerror(e));
+	sched_job_free(job);
+}
+
+/* ------------------------------------------------------------------ */
+/* Listing */
+
+struct list_ctx {
+	json_object	*arr;
+	char		 last[API_JOB_ID_BUF];
+	size_t		 n;
+};
+
+static json_object *
+jrnl_job_json(const struct jrnl_job *j)
+{
+	json_object *o = json_object_new_object(), *h = NULL;
+
+	json_object_object_add(o, "id", json_object_new_string(j->id));
+	json_object_object_add(o, "topic", json_object_new_string(j->topic));
+	json_object_object_add(o, "state",
+	    json_object_new_string(j->state ? j->state : "scheduled"));
+	json_object_object_add(o, "bizkey", j->bizkey != NULL ?
+	    json_object_new_string(j->bizkey) : NULL);
+	json_object_object_add(o, "priority", json_object_new_int(j->priority));
+	json_object_object_add(o, "created_ms",
+	    json_object_new_int64(j->created_ms));
+	json_object_object_add(o, "updated_ms",
+	    json_object_new_int64(j->updated_ms));
+	json_object_object_add(o, "finished_ms", j->finished_ms > 0 ?
+	    json_object_new_int64(j->finished_ms) : NULL);
+	json_object_object_add(o, "due_ms", json_object_new_int64(j->due_ms));
+	json_object_object_add(o, "attempt_count",
+	    json_object_new_int(j->attempts));
+	json_object_object_add(o, "body", api_body_value(j->body,
+	    j->body_len));
+	if (j->headers_json != NULL)
+		h = json_tokener_parse(j->headers_json);
+	json_object_object_add(o, "headers",
+	    h != NULL ? h : json_object_new_object());
+	json_object_object_add(o, "retry_schedule", j->schedule != NULL ?
+	    json_object_new_string(j->schedule) : NULL);
+	return o;
+}
+
+static int
+list_cb(const struct jrnl_job *j, void *arg)
+{
+	struct list_ctx *lc = arg;
+
+	json_object_array_add(lc->arr, jrnl_job_json(j));
+	snprintf(lc->last, sizeof(lc->last), "%s", j->id);
+	lc->n++;
+	return 0;
+}
+
+void
+api_job_list(struct api_req *req)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_list l;
+	struct list_ctx lc;
+	const char *topic, *state, *bizkey, *cursor;
+	int64_t limit;
+	enum jrnl_err e;
+	json_object *o;
+
+	memset(&l, 0, sizeof(l));
+	memset(&lc, 0, sizeof(lc));
+	topic = api_query(req, "topic");
+	state = api_query(req, "state");
+	bizkey = api_query(req, "bizkey");
+	if ((topic != NULL && api_check_topic(req, topic) == -1) ||
+	    (bizkey != NULL && api_check_bizkey(req, bizkey, "bizkey") == -1) ||
+	    api_query_int(req, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT,
+	    &limit) == -1 || api_query_cursor(req, &cursor) == -1)
+		return;
+	if (state != NULL && sched_state_parse(state) < 0) {
+		api_error(req, 400, "invalid_field", "state",
+		    "state must be one of scheduled, ready, in_flight, "
+		    "retrying, delivered, dead, cancelled");
+		return;
+	}
+	if (*cursor != '\0' && api_check_job_id(req, cursor) == -1)
+		return;
+	if (api_need_journal(req, "listing jobs") == -1)
+		return;
+	l.topic = topic;
+	l.state = state;
+	l.bizkey = bizkey;
+	l.cursor = *cursor != '\0' ? cursor : NULL;
+	l.limit = (size_t)limit;
+	lc.arr = json_object_new_array();
+	e = jrnl_list_jobs(ctx->jrnl, req->tenant, &l, list_cb, &lc);
+	if (e != JRNL_OK) {
+		json_object_put(lc.arr);
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the journal cannot be read now: %s", jrnl_strerror(e));
+		return;
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "jobs", lc.arr);
+	json_object_object_add(o, "next_cursor", lc.n == (size_t)limit ?
+	    json_object_new_string(lc.last) : NULL);
+	api_reply_json(req, 200, o);
+}

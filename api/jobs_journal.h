@@ -1,0 +1,36 @@
+/*
+ * jobs_journal.h - the job routes' use of the journal (jobs_journal.c),
+ * shared by jobs.c and nothing else.  api_journal_jobs() and
+ * api_need_journal() are declared in internal.h.
+ *
+ * Key decision: every mark written here is an ordinary transition, so the
+ * journal's own rule (a transition never moves a job back past a newer
+ * one) orders it against what the scheduler records.
+ */
+#ifndef RETRYD_API_JOBS_JOURNAL_H
+#define RETRYD_API_JOBS_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/http.h"
+
+/*
+ * The row of a job journaled but not made (deduplicated, refused): queue
+ * a transition to cancelled.  api_journal_settle() makes the marks
+ * durable: call it once before answering.
+ */
+void	api_journal_void(struct api_req *req, const char *tenant,
+	    const char *id, int64_t now_ms);
+void	api_journal_settle(struct api_req *req, const char *tenant,
+	    size_t nvoid);
+/*
+ * Another push of the same id made the job in Redis first, and our row
+ * replaced its row: write the job back as Redis holds it.
+ */
+void	api_journal_repair(struct api_req *req, const char *tenant,
+	    const char *id);
+/* GET /v1/jobs. */
+void	api_job_list(struct api_req *req);
+
+#endif
