@@ -82,6 +82,8 @@ static const struct conf_key conf_keys[] = {
 	    1, 60000, 0),
 	NUM("journal.retention", CT_DURATION, journal_retention_ms, "30d",
 	    60000, 3650 * DAY_MS, 1),
+	NUM("journal.purge_interval", CT_DURATION, journal_purge_ms, "1m",
+	    10, 3600000, 0),
 	NUM("scheduler.shards", CT_INT, sched_shards, "16", 1, 1024, 0),
 	NUM("scheduler.batch", CT_INT, sched_batch, "100", 1, 10000, 1),
 	NUM("scheduler.sweep", CT_DURATION, sched_sweep_ms, "1s", 10, 60000,

@@ -35,6 +35,7 @@ struct conf {
 	int64_t	 journal_mode;		/* enum conf_journal_mode */
 	int64_t	 journal_flush_ms;
 	int64_t	 journal_retention_ms;	/* reloadable */
+	int64_t	 journal_purge_ms;	/* retention purge interval */
 	/* scheduler */
 	int64_t	 sched_shards;
 	int64_t	 sched_batch;		/* reloadable */

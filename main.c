@@ -24,6 +24,7 @@
 #include "api/api.h"
 #include "api/http.h"
 #include "conf.h"
+#include "restore.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -34,10 +35,13 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: retryd [-c FILE] [-n] [-V] [-K] [-R]\n"
+	    "usage: retryd [-c FILE] [-n] [-r] [-V] [-K] [-R]\n"
 	    "  -c FILE  read the configuration from FILE (default: none,\n"
 	    "           the built-in defaults and the environment)\n"
 	    "  -n       check the configuration and exit (0 good, 2 bad)\n"
+	    "  -r, --recover\n"
+	    "           rebuild Redis from the journal (tenants, keys,\n"
+	    "           topics, unfinished jobs) and exit (0 done, 1 not)\n"
 	    "  -V       print the version and exit\n"
 	    "  -K       list the configuration keys and exit\n"
 	    "  -R       list the HTTP routes and exit\n"
@@ -80,17 +84,25 @@ main(int argc, char *argv[])
 {
 	const char *path = NULL;
 	char err[1024], bound[300];
-	int ch, check_only = 0, fd, sig;
+	static const struct option longopts[] = {
+		{ "recover", no_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch, check_only = 0, recover = 0, fd, sig;
 	struct wire *w;
 	sigset_t set;
 
-	while ((ch = getopt(argc, argv, "c:nVKRh")) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:nrVKRh", longopts, NULL)) !=
+	    -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
 			break;
 		case 'n':
 			check_only = 1;
+			break;
+		case 'r':
+			recover = 1;
 			break;
 		case 'V':
 			printf("retryd %s\n", PACKAGE_VERSION);
@@ -125,6 +137,13 @@ main(int argc, char *argv[])
 	}
 
 	log_init(conf.instance, (enum log_level)conf.log_level);
+	if (recover) {
+		/* A one-shot for operators: no HTTP, no deliveries. */
+		signal(SIGPIPE, SIG_IGN);
+		recover = restore_recover();
+		conf_free(&conf);
+		return recover;
+	}
 	log_info("retryd %s starting (instance %s)", PACKAGE_VERSION,
 	    conf.instance);
 	if (conf.debug_fake_clock) {

@@ -25,6 +25,7 @@
 #include "conf.h"
 #include "dispatcher/dispatcher.h"
 #include "journal/journal.h"
+#include "restore.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
@@ -38,6 +39,7 @@ struct wire {
 	struct dispatcher	*disp;
 	struct jrnl		*jrnl;		/* NULL: journal off */
 	struct api_server	*http;
+	struct restore		*restore;	/* NULL: journal off */
 	struct api_ctx		 ctx;
 };
 
@@ -107,7 +109,19 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 		t.excerpt = a->excerpt;
 		t.excerpt_len = a->excerpt_len;
 	}
+	/* Where a restore puts a waiting job back in time. */
+	if (to == SCHED_SCHEDULED || to == SCHED_RETRYING)
+		t.due_ms = job->due_ms;
 	jrnl_transition(w->jrnl, &t);
+}
+
+/* sched_hooks.redis_lost: the restore worker rebuilds Redis. */
+static void
+hook_redis_lost(void *arg)
+{
+	struct wire *w = arg;
+
+	restore_request(w->restore);
 }
 
 /*
@@ -147,6 +161,7 @@ journal_open(struct wire *w, char *err, size_t errlen)
 	    JRNL_MODE_ASYNC;
 	jc.flush_interval_ms = conf.journal_flush_ms;
 	jc.retention_ms = conf.journal_retention_ms;
+	jc.purge_interval_ms = conf.journal_purge_ms;
 	jc.instance = conf.instance;
 	jc.host = host;
 	jc.start_unavailable = 1;	/* a database down is not fatal */
@@ -164,6 +179,18 @@ journal_open(struct wire *w, char *err, size_t errlen)
 		    CONF_JOURNAL_SYNC ? "sync" : "async");
 	free(url);
 	return 0;
+}
+
+struct jrnl *
+wire_journal(char *err, size_t errlen)
+{
+	struct wire w;
+
+	memset(&w, 0, sizeof(w));
+	err[0] = '\0';
+	if (journal_open(&w, err, errlen) == -1)
+		return NULL;
+	return w.jrnl;
 }
 
 static int
@@ -389,6 +416,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	struct sched_hooks hooks;
 	struct disp_config dc;
 	struct api_server_config hc;
+	struct restore_config rc;
 	char why[512], ua[64];
 
 	if ((w->reg = registry_new(conf.redis_url, conf.redis_timeout_ms,
@@ -429,13 +457,30 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	hooks.deliver = hook_deliver;
 	hooks.transition = hook_transition;
 	hooks.ready = hook_ready;
+	if (w->jrnl != NULL)
+		hooks.redis_lost = hook_redis_lost;
 	hooks.arg = w;
 	if ((w->sched = sched_new(&sc, &hooks, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "scheduler: %s", why);
 		goto fail;
 	}
+	if (w->jrnl != NULL) {
+		memset(&rc, 0, sizeof(rc));
+		rc.sched = w->sched;
+		rc.reg = w->reg;
+		rc.jrnl = w->jrnl;
+		rc.instance = conf.instance;
+		rc.settle_ms = 2 * conf.journal_flush_ms;
+		w->restore = restore_new(&rc);
+		restore_check_start(w->restore);	/* before the marker */
+	}
 	if (sched_start(w->sched) == -1) {
 		snprintf(err, errlen, "scheduler: cannot start its threads");
+		goto fail;
+	}
+	if (w->restore != NULL && restore_start(w->restore) == -1) {
+		snprintf(err, errlen, "restore: cannot start its thread: %s",
+		    strerror(errno));
 		goto fail;
 	}
 
@@ -467,6 +512,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	}
 	return w;
 fail:
+	restore_free(w->restore);
 	if (w->sched != NULL) {
 		sched_stop(w->sched);
 		api_obs_stop();
@@ -485,6 +531,7 @@ wire_reloaded(struct wire *w)
 	/* Reloadable keys are read through CONF_GET() where they are used;
 	 * cached topic settings are re-read with the new defaults. */
 	registry_flush_cache(w->reg);
+	jrnl_set_retention(w->jrnl, CONF_GET(journal_retention_ms));
 }
 
 void
@@ -497,6 +544,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	disp_drain(w->disp, grace_ms);
 	api_server_stop(w->http);
 	api_pull_stop();
+	restore_free(w->restore);	/* a rebuild in progress stops */
 	sched_stop(w->sched);
 	api_obs_stop();		/* writes the last chart numbers */
 	disp_free(w->disp);

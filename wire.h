@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 struct wire;
+struct jrnl;
 
 /* Starts every part; listen_fd is the bound HTTP socket.  NULL with err. */
 struct wire *wire_start(int listen_fd, char *err, size_t errlen);
@@ -18,5 +19,10 @@ struct wire *wire_start(int listen_fd, char *err, size_t errlen);
 void	wire_reloaded(struct wire *w);
 /* Drain within grace_ms, stop everything, free w. */
 void	wire_stop(struct wire *w, int64_t grace_ms);
+/*
+ * The journal as the daemon opens it (retryd --recover); NULL with err
+ * when it cannot be opened, NULL with err "" when the journal is off.
+ */
+struct jrnl *wire_journal(char *err, size_t errlen);
 
 #endif
