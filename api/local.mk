@@ -39,3 +39,13 @@ EXTRA_DIST += tests/bb/test_api_lib.py tests/bb/test_api_tenants.py \
 	tests/bb/test_api_pull.py tests/bb/test_api_original.py \
 	tests/bb/test_api_isolation.py tests/bb/test_api_malformed.py
 libapi_a_SOURCES += api/jobs_journal.c api/jobs_journal.h
+
+# Metrics, the dashboard's routes and files, and its browser test
+# (tests/browser/run.sh: headless Chromium through playwright-core; see
+# tests/browser/README.md).
+TESTS += tests/bb/test_metrics.py tests/bb/test_dashboard_api.py \
+	tests/browser/run.sh
+EXTRA_DIST += tests/bb/test_metrics.py tests/bb/test_dashboard_api.py \
+	tests/bb/test_dashboard_browser.py tests/browser/run.sh \
+	tests/browser/dashboard.test.mjs tests/browser/package.json \
+	tests/browser/package-lock.json tests/browser/README.md
