@@ -11,3 +11,11 @@ TESTS += tests/conf_keys.sh
 EXTRA_DIST += tests/conf_keys.sh
 TESTS += tests/bb/test_dispatch.py
 EXTRA_DIST += tests/bb/test_dispatch.py
+
+# The journal and recovery (issue 6): SQLite always, MySQL through a private
+# mariadbd each file starts (tests/mariadb.sh).
+TESTS += tests/bb/test_journal_restore.py tests/bb/test_journal_state.py \
+	tests/bb/test_journal_crash.py tests/bb/test_journal_outage.py
+EXTRA_DIST += tests/bb/test_journal_lib.py \
+	tests/bb/test_journal_restore.py tests/bb/test_journal_state.py \
+	tests/bb/test_journal_crash.py tests/bb/test_journal_outage.py

@@ -1,0 +1,121 @@
+"""test_journal_outage.py - the journal's database goes away in sync mode:
+every push (one, a batch, the original /push) and every registry change is
+answered 503 journal_unavailable and leaves nothing in Redis, /readyz says
+why; when the database is back, pushes succeed and nothing was lost (a
+FLUSHALL afterwards brings every accepted job back from the journal).
+
+MySQL: the private mariadbd is stopped and started again.  SQLite: a file
+cannot be taken away from root, so another connection holds the database's
+write lock (BEGIN EXCLUSIVE) for the length of the outage.
+"""
+
+import os
+import sqlite3
+import sys
+import threading
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import test_journal_lib as L  # noqa: E402
+
+t = harness.Tap()
+D = L.Drivers(t)
+
+
+class Outage:
+    """Take the journal's database away and give it back."""
+
+    def __init__(self, drv, url):
+        self.drv = drv
+        self.path = url[len("sqlite://"):] if drv == "sqlite" else None
+        self.conn = None
+
+    def begin(self):
+        if self.drv == "mysql":
+            D.db.stop()
+            return
+        self.conn = sqlite3.connect(self.path, timeout=10,
+                                    isolation_level=None,
+                                    check_same_thread=False)
+        self.conn.execute("BEGIN EXCLUSIVE")
+
+    def end(self):
+        if self.drv == "mysql":
+            D.db.start()
+            return
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+        self.conn = None
+
+
+def expect_503(resp):
+    st, _, b = resp
+    assert st == 503, (st, b)
+    assert b["error"]["code"] == "journal_unavailable", b
+
+
+def outage(drv):
+    url = D.url(drv)
+    with harness.RedisServer() as r, harness.Receiver() as rcv, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = L.topic(d, key, callback_url=rcv.url("/hook"))
+        ids = L.push_batches(d, key, q, 5)
+        out = Outage(drv, url)
+        out.begin()
+        try:
+            one = "/v1/topics/%s/jobs" % q
+            # The requests that must fail, at once from several clients.
+            calls = [
+                ("POST", one, {"delay_ms": L.HOUR}, key),
+                ("POST", one + ":batch", {"jobs": [{"delay_ms": L.HOUR}] * 3},
+                 key),
+                ("POST", "/push", {"topic": q, "delay": L.HOUR}, key),
+                ("POST", "/push", {"topic": q, "id": "c-1", "delay": L.HOUR},
+                 key),
+                ("PUT", "/v1/topics/new", {}, key),
+                ("POST", "/v1/tenants", {"name": L.unique("t")},
+                 d.admin_key),
+            ]
+            res = [None] * len(calls)
+
+            def call(i):
+                m, p, b, k = calls[i]
+                res[i] = d.request(m, p, b, key=k, timeout=30)
+            ths = [threading.Thread(target=call, args=(i,))
+                   for i in range(len(calls))]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join(60)
+            for i, resp in enumerate(res):
+                assert resp is not None, calls[i]
+                expect_503(resp)
+            st, _, b = d.request("GET", "/readyz")
+            assert st == 503 and "journal" in str(b), (st, b)
+            # Nothing half-done in Redis.
+            c = L.counts(d, key, q)
+            assert c["scheduled"] == 5, c
+            assert d.request("GET", "/v1/jobs/c-1", key=key)[0] == 404
+            assert d.request("GET", "/v1/topics/new", key=key)[0] == 404
+        finally:
+            out.end()
+        d.wait_ready(timeout=30)
+        ids += L.push_batches(d, key, q, 5)
+        assert L.counts(d, key, q)["scheduled"] == 10
+        # The journal holds every accepted job: lose Redis, get them back.
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, _ = L.wait_restore(d, mark)
+        assert restored == 10, restored
+        L.advance(d, 2 * L.HOUR)
+        rcv.wait_count(10, timeout=20)
+        got = L.delivered_ids(rcv)
+        assert sorted(got) == sorted(ids), (got, ids)
+
+
+D.each("the database down in sync mode: 503 and nothing half-done; back: "
+       "nothing lost", outage)
+t.done()

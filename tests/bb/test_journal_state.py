@@ -1,0 +1,250 @@
+"""test_journal_state.py - what a rebuild from the journal brings back, and
+what it must not: delivered and cancelled jobs never return, dead ones
+return dead, a push deduplicated by bizkey or by its id is not a second
+job, tenants, key hashes and topics come back exactly (revoked keys and
+deleted topics do not), `retryd --recover` does it as a one-shot, and the
+retention purge removes finished jobs from the journal.  Each case runs on
+SQLite and on MySQL (a private mariadbd).
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import test_journal_lib as L  # noqa: E402
+
+t = harness.Tap()
+D = L.Drivers(t)
+DAY = 24 * L.HOUR
+
+
+def get(d, key, path):
+    return d.request("GET", path, key=key)
+
+
+def job_state(d, key, jid):
+    st, _, b = get(d, key, "/v1/jobs/" + jid)
+    return b["state"] if st == 200 else st
+
+
+def case_finished(drv):
+    with harness.RedisServer() as r, \
+            harness.Receiver(path_scripts={"/ok": "200",
+                                           "/gone": "410"}) as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        qa = L.topic(d, key, callback_url=rcv.url("/ok"))
+        qd = L.topic(d, key, callback_url=rcv.url("/gone"))
+        push = "/v1/topics/%s/jobs"
+        # A: delivered.  B: cancelled.  C: dead (410).
+        a = L.ok(d.request("POST", push % qa, {"body": "a"}, key=key))["id"]
+        b = L.ok(d.request("POST", push % qa, {"delay_ms": L.HOUR},
+                           key=key))["id"]
+        assert d.request("DELETE", "/v1/jobs/" + b, key=key)[0] == 204
+        c = L.ok(d.request("POST", push % qd, {"body": "c"}, key=key))["id"]
+        harness.wait_for(lambda: job_state(d, key, a) == "delivered" and
+                         job_state(d, key, c) == "dead", 20,
+                         "A delivered and C dead")
+        # D, then E with D's bizkey: deduplicated, not a second job.
+        dd = L.ok(d.request("POST", push % qa, {"delay_ms": L.HOUR,
+                                                "bizkey": "k", "body": "d"},
+                            key=key), 201)["id"]
+        e = L.ok(d.request("POST", push % qa, {"delay_ms": L.HOUR,
+                                               "bizkey": "k", "body": "e"},
+                           key=key), 200)
+        assert e["deduplicated"] and e["id"] == dd, e
+        # The original /push with a client id, twice: the first body wins.
+        o1 = L.ok(d.request("POST", "/push", {"topic": qa, "id": "order-1",
+                                              "delay": L.HOUR, "body": "x"},
+                            key=key), 200)
+        o2 = L.ok(d.request("POST", "/push", {"topic": qa, "id": "order-1",
+                                              "delay": L.HOUR, "body": "y"},
+                            key=key), 200)
+        assert o1["id"] == o2["id"] == "order-1" and \
+            o2.get("deduplicated"), (o1, o2)
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, present = L.wait_restore(d, mark)
+        assert restored == 3 and present == 0, (restored, present)
+        assert job_state(d, key, a) == 404, "a delivered job came back"
+        assert job_state(d, key, b) == 404, "a cancelled job came back"
+        assert job_state(d, key, c) == "dead"
+        assert job_state(d, key, dd) == "scheduled"
+        g = L.ok(get(d, key, "/v1/jobs/order-1"), 200)
+        assert g["body"] == "x", g
+        assert L.counts(d, key, qa)["scheduled"] == 2
+        # The journal lists E's row as cancelled, D's as scheduled.
+        rows = L.ok(get(d, key, "/v1/jobs?bizkey=k"), 200)["jobs"]
+        assert sorted(x["state"] for x in rows) == ["cancelled",
+                                                    "scheduled"], rows
+        # Again: nothing more.
+        b2 = L.ok(d.admin("POST", "/v1/restore"), 200)
+        assert b2["restored"] == 0 and b2["present"] == 3, b2
+        # A restore of one job never revives a finished one.
+        b3 = L.ok(d.request("POST", "/v1/jobs/%s/restore" % a, key=key))
+        assert b3["restored"] == 0 and b3["skipped"] == 1, b3
+        assert job_state(d, key, a) == 404
+        L.advance(d, 2 * L.HOUR)
+        rcv.wait_count(4, timeout=20)
+        ok_ids = [x.headers["webhook-id"] for x in rcv.requests
+                  if x.path == "/ok"]
+        assert sorted(ok_ids) == sorted([a, dd, "order-1"]), ok_ids
+        gone = [x for x in rcv.requests if x.path == "/gone"]
+        assert len(gone) == 1, gone
+
+
+def case_due(drv):
+    """A rescheduled job and a retrying one come back at their next
+    attempt, not their first."""
+    with harness.RedisServer() as r, \
+            harness.Receiver(path_scripts={"/ok": "200",
+                                           "/fail": "500"}) as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        qa = L.topic(d, key, callback_url=rcv.url("/ok"))
+        qf = L.topic(d, key, callback_url=rcv.url("/fail"),
+                     retry_schedule="<0,3h>")
+        now = L.ok(d.admin("GET", "/v1/debug/clock"))["now_ms"]
+        f = L.ok(d.request("POST", "/v1/topics/%s/jobs" % qa,
+                           {"delay_ms": L.HOUR}, key=key))["id"]
+        L.ok(d.request("PATCH", "/v1/jobs/" + f,
+                       {"run_at_ms": now + 5 * L.HOUR}, key=key), 200)
+        g = L.ok(d.request("POST", "/v1/topics/%s/jobs" % qf, {},
+                           key=key))["id"]
+        harness.wait_for(lambda: job_state(d, key, g) == "retrying", 20,
+                         "the first attempt of g to fail")
+        before = {j: L.ok(get(d, key, "/v1/jobs/" + j)) for j in (f, g)}
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, _ = L.wait_restore(d, mark)
+        assert restored == 2, restored
+        for j in (f, g):
+            after = L.ok(get(d, key, "/v1/jobs/" + j))
+            for k in ("state", "next_attempt_ms", "attempt_count"):
+                assert after[k] == before[j][k], (j, k, before[j], after)
+        assert before[f]["next_attempt_ms"] == now + 5 * L.HOUR
+        # Two hours on, neither is due yet: nothing more was attempted.
+        passes = L.advance(d, 2 * L.HOUR)["passes"]
+        harness.wait_for(lambda: L.ok(d.admin("GET", "/v1/debug/clock"))[
+            "passes"] > passes + 1, 10, "two timer passes")
+        assert len(rcv.requests) == 1, rcv.requests
+        assert job_state(d, key, f) == "scheduled"
+
+
+def case_registry(drv):
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        name = L.unique("t")
+        k1 = L.ok(d.admin("POST", "/v1/tenants", {"name": name,
+                                                  "max_pending": 50}),
+                  201)["api_key"]
+        k2 = L.ok(d.admin("POST", "/v1/tenants/%s/keys" % name), 201)
+        k3 = L.ok(d.admin("POST", "/v1/tenants/%s/keys" % name), 201)
+        assert d.admin("DELETE", "/v1/tenants/%s/keys/%s" %
+                       (name, k3["key_id"]))[0] == 204
+        secret = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+        p = L.ok(d.request("PUT", "/v1/topics/p", {
+            "mode": "pull", "ttr_ms": 7000, "headers": {"X-A": "b"},
+            "secret": secret}, key=k1), 201)
+        L.topic(d, k1, "gone")
+        assert d.request("DELETE", "/v1/topics/gone", key=k1)[0] == 204
+        other, _ = L.tenant(d)
+        assert d.admin("DELETE", "/v1/tenants/" + other)[0] == 204
+        tb = L.ok(d.admin("GET", "/v1/tenants/" + name), 200)
+        for loss in range(2):
+            mark = d.log_mark()
+            r.cmd("FLUSHALL")
+            got = L.wait_restore(d, mark)
+            assert got[:3] == (1, 2, 1), got
+            for k in (k1, k2["api_key"]):
+                assert get(d, k, "/v1/topics")[0] == 200
+            assert get(d, k3["api_key"], "/v1/topics")[0] == 401
+            ta = L.ok(d.admin("GET", "/v1/tenants/" + name), 200)
+            assert ta["created_ms"] == tb["created_ms"], (ta, tb)
+            assert ta["max_pending"] == 50, ta
+            pa = L.ok(get(d, k1, "/v1/topics/p"), 200)
+            for f in ("secret", "mode", "ttr_ms", "headers", "created_ms",
+                      "retry_schedule"):
+                assert pa[f] == p[f], (f, p[f], pa[f])
+            assert pa["secret"] == secret
+            assert get(d, k1, "/v1/topics/gone")[0] == 404
+            assert d.admin("GET", "/v1/tenants/" + other)[0] == 404
+
+
+def case_recover(drv):
+    with harness.RedisServer() as r, harness.Receiver() as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, callback_url=rcv.url("/hook"))
+        ids = L.push_batches(d, key, q, 10)
+        assert d.stop() == 0
+        r.cmd("FLUSHALL")
+        rc, out, err = harness.run_retryd(["--recover", "-c", d.conffile])
+        assert rc == 0, (rc, out, err)
+        assert "restored: 1 tenants, 1 keys, 1 topics, 10 jobs;" in out, out
+        rc, out, err = harness.run_retryd(["-r", "-c", d.conffile])
+        assert rc == 0, (rc, out, err)
+        assert "restored: 0 tenants, 0 keys, 0 topics, 0 jobs; present " \
+            "already: 10 jobs" in out, out
+        mark = d.log_mark()
+        d.start()
+        L.ready(d, mark)
+        assert "will be rebuilt" not in d.log(mark)
+        assert L.counts(d, key, q)["scheduled"] == 10
+        L.advance(d, 2 * L.HOUR)
+        rcv.wait_count(10, timeout=20)
+        assert sorted(L.delivered_ids(rcv)) == sorted(ids)
+
+
+def case_retention(drv):
+    with harness.RedisServer() as r, \
+            harness.Receiver(path_scripts={"/ok": "200",
+                                           "/gone": "410"}) as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        qa = L.topic(d, key, callback_url=rcv.url("/ok"))
+        qd = L.topic(d, key, callback_url=rcv.url("/gone"))
+        a = L.ok(d.request("POST", "/v1/topics/%s/jobs" % qa, {},
+                           key=key))["id"]
+        c = L.ok(d.request("POST", "/v1/topics/%s/jobs" % qd, {},
+                           key=key))["id"]
+        b = L.ok(d.request("POST", "/v1/topics/%s/jobs" % qa,
+                           {"delay_ms": 20 * DAY}, key=key))["id"]
+
+        def listed():
+            rows = L.ok(get(d, key, "/v1/jobs?limit=100"), 200)["jobs"]
+            return {x["id"]: x["state"] for x in rows}
+        harness.wait_for(lambda: listed() == {a: "delivered", b: "scheduled",
+                                              c: "dead"}, 20,
+                         "the journal to list a delivered, b scheduled, "
+                         "c dead")
+        # 29 days on: b is delivered (day 20); nothing is old enough yet.
+        L.advance(d, 29 * DAY)
+        harness.wait_for(lambda: listed().get(b) == "delivered", 20,
+                         "b delivered")
+        assert a in listed(), "a was purged before its time"
+        # Day 31: a (finished on day 0) is past the 30-day retention.
+        L.advance(d, 2 * DAY)
+        harness.wait_for(lambda: a not in listed(), 20,
+                         "the purge to remove a")
+        assert listed() == {b: "delivered", c: "dead"}, listed()
+
+
+D.each("delivered and cancelled never come back; dead comes back dead; "
+       "a deduplicated push is not a second job", case_finished)
+D.each("rescheduled and retrying jobs come back at their next attempt",
+       case_due)
+D.each("tenants, keys and topics survive Redis losing its data, twice",
+       case_registry)
+D.each("retryd --recover rebuilds Redis and exits, twice creates nothing",
+       case_recover)
+D.each("finished jobs are purged from the journal after the retention",
+       case_retention)
+t.done()
