@@ -353,47 +353,105 @@ info_field(const char *info, const char *name)
 	return parse_i64(&p, &v) == 0 ? v : -1;
 }
 
-int
-bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys)
+static redisContext *
+redis_open(struct bench *b)
 {
 	struct timeval tv = { 5, 0 };
 	redisContext *c;
-	redisReply *r;
 	const char *p;
 	char host[64];
 	size_t hl;
 	long port;
 	char *e;
-	int rc = -1;
 
 	if (b->redis_url == NULL || strncmp(b->redis_url, "redis://", 8) != 0)
-		return -1;
+		return NULL;
 	p = b->redis_url + 8;
 	hl = strcspn(p, ":/");
 	if (hl == 0 || hl >= sizeof(host) || p[hl] != ':')
-		return -1;
+		return NULL;
 	memcpy(host, p, hl);
 	host[hl] = '\0';
 	port = strtol(p + hl + 1, &e, 10);
 	if (port < 1 || port > 65535)
-		return -1;
+		return NULL;
 	c = redisConnectWithTimeout(host, (int)port, tv);
-	if (c == NULL || c->err)
-		goto out;
-	r = redisCommand(c, "INFO memory");
-	if (r == NULL || r->type != REDIS_REPLY_STRING) {
-		freeReplyObject(r);
-		goto out;
+	if (c != NULL && c->err) {
+		redisFree(c);
+		c = NULL;
 	}
-	*used = info_field(r->str, "used_memory");
+	return c;
+}
+
+int
+bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys)
+{
+	redisContext *c;
+	redisReply *r;
+	int rc = -1;
+
+	*used = *keys = -1;
+	if ((c = redis_open(b)) == NULL)
+		return -1;
+	r = redisCommand(c, "INFO memory");
+	if (r != NULL && r->type == REDIS_REPLY_STRING)
+		*used = info_field(r->str, "used_memory");
 	freeReplyObject(r);
 	r = redisCommand(c, "DBSIZE");
-	*keys = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+	if (r != NULL && r->type == REDIS_REPLY_INTEGER)
+		*keys = r->integer;
 	freeReplyObject(r);
 	rc = *used >= 0 ? 0 : -1;
+	redisFree(c);
+	return rc;
+}
+
+int
+bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
+    int64_t *calls)
+{
+	redisContext *c;
+	redisReply *r;
+	const char *p;
+	int64_t v;
+	int rc = -1;
+
+	*usec = *calls = 0;
+	if ((c = redis_open(b)) == NULL)
+		return -1;
+	r = redisCommand(c, "INFO commandstats");
+	if (r == NULL || r->type != REDIS_REPLY_STRING)
+		goto out;
+	/* cmdstat_NAME:calls=N,usec=U,usec_per_call=...,... */
+	for (p = strstr(r->str, "cmdstat_"); p != NULL;
+	    p = strstr(p + 1, "cmdstat_")) {
+		const char *q = strstr(p, ":calls=");
+
+		if (q == NULL)
+			break;
+		q += strlen(":calls=");
+		if (parse_i64(&q, &v) == -1)
+			break;
+		/* The bench's own INFO and CONFIG calls do not count. */
+		if (strncmp(p, "cmdstat_info:", 13) == 0 ||
+		    strncmp(p, "cmdstat_config", 14) == 0)
+			continue;
+		*calls += v;
+		if (strncmp(q, ",usec=", 6) != 0)
+			break;
+		q += 6;
+		if (parse_i64(&q, &v) == -1)
+			break;
+		*usec += v;
+	}
+	rc = 0;
 out:
-	if (c != NULL)
-		redisFree(c);
+	freeReplyObject(r);
+	if (rc == 0 && reset) {
+		r = redisCommand(c, "CONFIG RESETSTAT");
+		freeReplyObject(r);
+	}
+	redisFree(c);
 	return rc;
 }
 

@@ -87,6 +87,12 @@ int	bench_rcv_fetch(struct bench *b, int tag, struct arrivals *out);
 void	arrivals_free(struct arrivals *a);
 /* Redis INFO used_memory and DBSIZE; 0 or -1. */
 int	bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys);
+/*
+ * Microseconds Redis spent in commands, and the calls, since the last reset
+ * (INFO commandstats); reset: start counting again afterwards.  0 or -1.
+ */
+int	bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
+	    int64_t *calls);
 /* Sleep, bounded; the bench never sleeps in retryd's place. */
 void	bench_sleep_ms(int64_t ms);
 

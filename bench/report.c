@@ -313,9 +313,9 @@ bench_report(int nfiles, char **files)
 	for (i = 0; i < nfiles; i++)
 		if (load(l, files[i]) == -1)
 			return 1;
-	printf("retryd bench: %s, commit %s, %s cores, %s\n",
+	printf("retryd bench: %s, commit %s, %s cores, %s, load %s\n",
 	    meta_str(l, "date"), meta_str(l, "commit"), meta_str(l, "cores"),
-	    meta_str(l, "mode"));
+	    meta_str(l, "mode"), meta_str(l, "load"));
 	print_rows(l, &miss, &fail);
 	printf("%d target(s) missed, %d check(s) failed\n", miss, fail);
 	for (i = 0; i < l->n; i++)

@@ -49,6 +49,30 @@ wait_count(struct bench *b, int tag, int64_t want, int64_t deadline_ms)
 	return n;
 }
 
+/* Redis's own time per job since the last reset, as figures prefix_*. */
+static void
+jset_redis_time(struct bench *b, struct json_object *o, const char *prefix,
+    int64_t jobs, int reset)
+{
+	int64_t usec, calls;
+	char k[64];
+
+	if (jobs <= 0 || bench_redis_cmdtime(b, reset, &usec, &calls) == -1)
+		return;
+	snprintf(k, sizeof(k), "%s_redis_us_per_job", prefix);
+	jset_dbl(o, k, (double)usec / (double)jobs);
+	snprintf(k, sizeof(k), "%s_redis_calls_per_job", prefix);
+	jset_dbl(o, k, (double)calls / (double)jobs);
+}
+
+static void
+redis_time_reset(struct bench *b)
+{
+	int64_t usec, calls;
+
+	bench_redis_cmdtime(b, 1, &usec, &calls);
+}
+
 static void
 emit_push(struct bench *b, const char *name, const struct push_spec *s,
     struct push_result *r, int64_t mem0, int64_t keys0, int64_t mem1,
@@ -56,6 +80,8 @@ emit_push(struct bench *b, const char *name, const struct push_spec *s,
 {
 	struct json_object *o = json_object_new_object();
 	double secs = (double)r->elapsed_us / 1e6;
+
+	jset_redis_time(b, o, "push", r->ok, 0);
 
 	jset_int(o, "jobs", s->n);
 	jset_int(o, "ok", r->ok);
@@ -94,6 +120,7 @@ push_measured(struct bench *b, const char *name, const struct push_spec *s)
 	int rc;
 
 	bench_redis_mem(b, &mem0, &keys0);
+	redis_time_reset(b);
 	rc = bench_push(b, s, &r);
 	bench_redis_mem(b, &mem1, &keys1);
 	emit_push(b, name, s, &r, mem0, keys0, mem1, keys1);
@@ -204,7 +231,7 @@ once_json(struct json_object *o, struct once *c)
 static int
 push_and_collect(struct bench *b, const char *name, struct push_spec *s,
     int tag, int64_t want, int64_t last_due_ms, struct arrivals *a,
-    struct push_result *r, int *enq_late)
+    struct push_result *r, int *enq_late, struct json_object *o)
 {
 	int64_t n;
 
@@ -213,11 +240,14 @@ push_and_collect(struct bench *b, const char *name, struct push_spec *s,
 		    name);
 		return -1;
 	}
+	redis_time_reset(b);
 	if (bench_push(b, s, r) == -1 || r->failed > 0) {
 		fprintf(stderr, "retryd-bench: %s: push failed: %" PRId64
 		    " refused (%s)\n", name, r->failed, r->first_error);
 		b->failures++;
 	}
+	/* Redis's time for the push, then for the deliveries. */
+	jset_redis_time(b, o, "push", s->n, 1);
 	*enq_late = wall_ms() > s->base_ms;
 	if (*enq_late)
 		fprintf(stderr, "retryd-bench: %s: the push ended %" PRId64
@@ -229,6 +259,7 @@ push_and_collect(struct bench *b, const char *name, struct push_spec *s,
 	if (n < want)
 		fprintf(stderr, "retryd-bench: %s: %" PRId64 " of %" PRId64
 		    " arrivals by the deadline\n", name, n < 0 ? 0 : n, want);
+	jset_redis_time(b, o, "deliver", s->n, 0);
 	return bench_rcv_fetch(b, tag, a);
 }
 
@@ -255,14 +286,15 @@ timed_once(struct bench *b, const char *name, const char *topic, int tag,
 	s.delay_ms = -1;
 	s.base_ms = wall_ms() + b->lead_ms;
 	s.spread_ms = spread_ms;
+	o = json_object_new_object();
 	rc = push_and_collect(b, name, &s, tag, jobs, s.base_ms + spread_ms,
-	    &a, &r, &enq_late);
+	    &a, &r, &enq_late, o);
 	if (rc == -1) {
 		samples_free(&r.lat_us);
+		json_object_put(o);
 		return -1;
 	}
 	check_once(&a, &s, &c);
-	o = json_object_new_object();
 	jset_int(o, "jobs", jobs);
 	jset_int(o, "spread_ms", spread_ms);
 	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
@@ -338,9 +370,11 @@ bench_w4(struct bench *b)
 	s.delay_ms = -1;
 	s.base_ms = wall_ms() + b->lead_ms;
 	s.spread_ms = b->w4_spread_ms;
+	o = json_object_new_object();
 	if (push_and_collect(b, "w4", &s, TAG_W4, s.n * W4_ATTEMPTS,
-	    s.base_ms + s.spread_ms + 3000, &a, &r, &enq_late) == -1) {
+	    s.base_ms + s.spread_ms + 3000, &a, &r, &enq_late, o) == -1) {
 		samples_free(&r.lat_us);
+		json_object_put(o);
 		return -1;
 	}
 	at = xcalloc((size_t)s.n, sizeof(*at));
@@ -395,7 +429,6 @@ bench_w4(struct bench *b)
 				samples_add(&err2, e);
 		}
 	}
-	o = json_object_new_object();
 	jset_int(o, "jobs", s.n);
 	jset_str(o, "schedule", "<0,1s,2s>");
 	jset_int(o, "delivered_at_attempt_3", at3);
@@ -569,6 +602,8 @@ bench_w5(struct bench *b)
 	s.batch = b->batch;
 	s.conc = b->batch_conc;
 	s.delay_ms = 0;
+	o = json_object_new_object();
+	redis_time_reset(b);
 	if (bench_push(b, &s, &r) == -1 || r.failed > 0) {
 		fprintf(stderr, "retryd-bench: w5: push failed: %" PRId64
 		    " refused (%s)\n", r.failed, r.first_error);
@@ -579,8 +614,10 @@ bench_w5(struct bench *b)
 	p.n = r.ok;
 	p.cons = xcalloc((size_t)b->w5_conc, sizeof(*p.cons));
 	p.seen = xcalloc((size_t)s.n, 1);
+	jset_redis_time(b, o, "push", s.n, 1);
 	p.pool = hc_pool_new(&b->api, b->w5_conc, &ops, &p, 30000);
 	if (p.pool == NULL) {
+		json_object_put(o);
 		rc = -1;
 		goto out;
 	}
@@ -591,7 +628,7 @@ bench_w5(struct bench *b)
 		if (!p.seen[i])
 			missing++;
 	secs = (double)elapsed / 1e6;
-	o = json_object_new_object();
+	jset_redis_time(b, o, "consume", p.acked, 0);
 	jset_int(o, "jobs", s.n);
 	jset_int(o, "consumers", b->w5_conc);
 	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
