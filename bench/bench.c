@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +105,7 @@ void
 bench_emit(struct bench *b, const char *workload, struct json_object *o)
 {
 	struct json_object *line;
+	struct rusage ru;
 	char name[64];
 	const char *s;
 
@@ -115,6 +117,11 @@ bench_emit(struct bench *b, const char *workload, struct json_object *o)
 	jset_str(line, "bench", "retryd");
 	jset_str(line, "workload", name);
 	jset_int(line, "at_ms", hc_wall_us() / 1000);
+	/* The load generator's own CPU so far: it shares the machine. */
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		jset_dbl(line, "bench_cpu_s", (double)(ru.ru_utime.tv_sec +
+		    ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec +
+		    ru.ru_stime.tv_usec) / 1e6);
 	json_object_object_foreach(o, k, v)
 		json_object_object_add(line, k, json_object_get(v));
 	s = json_object_to_json_string_ext(line, JSON_C_TO_STRING_PLAIN);
