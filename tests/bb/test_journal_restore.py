@@ -11,6 +11,7 @@ real time.
 """
 
 import os
+import re
 import sys
 
 sys.dont_write_bytecode = True
@@ -91,8 +92,42 @@ def case_route(drv):
         deliver_all(d, rcv, ids)
 
 
+def case_two(drv):
+    """Two instances share Redis and the journal: after FLUSHALL exactly one
+    rebuilds, the other waits; every job once."""
+    n = 2000
+    url = D.url(drv)
+    with harness.RedisServer() as r, harness.Receiver() as rcv, \
+            harness.Retryd(redis=r, config=L.config(url)) as a:
+        L.ready(a)
+        with harness.Retryd(redis=r, config=L.config(url)) as b:
+            L.ready(b)
+            _, key = L.tenant(a)
+            q = hook_topic(a, key, rcv)
+            ids = L.push_batches(a, key, q, n // 2) + \
+                L.push_batches(b, key, q, n // 2)
+            marks = (a.log_mark(), b.log_mark())
+            r.cmd("FLUSHALL")
+            done = harness.wait_for(
+                lambda: [m for m in (re.search(L.RESTORE_DONE, d.log(k))
+                                     for d, k in zip((a, b), marks)) if m],
+                60, "a rebuild to complete")
+            assert len(done) == 1, "both instances rebuilt"
+            assert int(done[0].group(4)) == n, done[0].group(0)
+            logs = [d.log(k) for d, k in zip((a, b), marks)]
+            assert sum(x.count("rebuilding Redis from the journal")
+                       for x in logs) == 1, logs
+            assert L.counts(b, key, q)["scheduled"] == n
+            L.advance(a, 2 * L.HOUR)
+            L.advance(b, 2 * L.HOUR)
+            rcv.wait_count(n, timeout=60)
+            got = L.delivered_ids(rcv)
+            assert len(got) == len(set(got)) and set(got) == set(ids)
+
+
 D.each("10k jobs come back by themselves after FLUSHALL, once each",
        case_auto)
 D.each("the restore route racing the automatic rebuild makes each job once",
        case_route)
+D.each("two instances: one rebuilds, the other waits", case_two)
 t.done()
