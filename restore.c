@@ -457,7 +457,8 @@ rebuild(struct restore *r, struct restore_counts *c, char *why,
 		t0 = clock_mono_us();
 		rc = rebuild_locked(r, c, why, whylen);
 		if (rc == 0) {
-			if ((se = sched_mark_schema(r->cfg.sched)) != SCHED_OK) {
+			se = sched_mark_schema(r->cfg.sched);
+			if (se != SCHED_OK) {
 				snprintf(why, whylen, "Redis: cannot write the "
 				    "schema marker: %s", sched_strerror(se));
 				rc = -1;

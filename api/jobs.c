@@ -629,7 +629,8 @@ api_jobs_accept(struct api_req *req, const struct registry_topic *t,
 				    now);
 				nvoid++;
 			} else
-				api_journal_repair(req, req->tenant, jobs[i].id);
+				api_journal_repair(req, req->tenant,
+				    jobs[i].id);
 		}
 	}
 	api_journal_settle(req, req->tenant, nvoid);
