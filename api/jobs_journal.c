@@ -6,9 +6,9 @@
  * does not).
  *
  * Key decision: a journaled job that Redis does not make is marked
- * cancelled through an ordinary transition, and the caller flushes the
- * transitions before it answers, so the mark is durable whenever the
- * answer says the job was not made (or was deduplicated).
+ * cancelled through an ordinary transition, and in sync mode the caller
+ * flushes the transitions before it answers, so the mark is durable
+ * whenever the answer says the job was not made (or was deduplicated).
  */
 #include "config.h"
 
@@ -23,6 +23,7 @@
 #include "api/internal.h"
 #include "api/jobs_journal.h"
 #include "api/validate.h"
+#include "conf.h"
 #include "journal/journal.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
@@ -109,7 +110,10 @@ api_journal_settle(struct api_req *req, const char *tenant, size_t nvoid)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 
-	if (ctx->jrnl == NULL || nvoid == 0)
+	/* In async mode the job's own row is not durable at the answer
+	 * either: the mark goes with the next batch. */
+	if (ctx->jrnl == NULL || nvoid == 0 ||
+	    conf.journal_mode != CONF_JOURNAL_SYNC)
 		return;
 	if (jrnl_flush(ctx->jrnl) == -1)
 		log_warnx("api: journal: %zu job(s) of %s not made are marked "
