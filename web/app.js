@@ -864,24 +864,37 @@
 			    num(t.counts.dead)))))))));
 		}
 
+		/* Made once per page, so a refresh never disarms it. */
+		let redrive = null;
+		const tableBox = el('div', { class: 'scroll' });
+		const more = el('p', { class: 'hint' });
+
 		async function list() {
 			const d = await api('GET', '/v1/topics/' + enc(topic) +
 			    '/dead?limit=100');
-			const redrive = confirmButton('Redrive all', 'danger',
-			    async () => {
-				const r = await api('POST', '/v1/topics/' +
-				    enc(topic) + '/dead:redrive');
-				say(num(r.redriven) + ' job' + (r.redriven === 1 ?
-				    '' : 's') + ' will run again.', true);
-				await refresh();
-			    });
-			redrive.id = 'redrive-all';
-			redrive.disabled = d.jobs.length === 0;
-			fill(box, el('div', { class: 'card' },
-			    el('p', { class: 'actions' }, redrive,
-			    el('span', { class: 'hint' }, 'Each dead job runs ' +
-			    'its schedule again from now.')),
-			    el('div', { class: 'scroll' }, el('table',
+			if (!redrive) {
+				redrive = confirmButton('Redrive all', 'danger',
+				    async () => {
+					const r = await api('POST',
+					    '/v1/topics/' + enc(topic) +
+					    '/dead:redrive');
+					say(num(r.redriven) + ' job' +
+					    (r.redriven === 1 ? '' : 's') +
+					    ' will run again.', true);
+					/* Not awaited: the button is enabled
+					 * again first, then the list decides. */
+					refresh().catch((e) => say(errText(e)));
+				    });
+				redrive.id = 'redrive-all';
+				fill(box, el('div', { class: 'card' },
+				    el('p', { class: 'actions' }, redrive,
+				    el('span', { class: 'hint' }, 'Each dead ' +
+				    'job runs its schedule again from now.')),
+				    tableBox, more));
+			}
+			if (!redrive.classList.contains('armed'))
+				redrive.disabled = d.jobs.length === 0;
+			fill(tableBox, el('table',
 			    { id: 'dead-jobs' }, el('thead', null, el('tr', null,
 			    ['Job', 'Bizkey', 'Attempts', 'Created', ''].map(
 			    (h) => el('th', { class: h === 'Attempts' ? 'num' :
@@ -901,9 +914,9 @@
 				    '/retry');
 				say('Job ' + j.id + ' will run again.', true);
 				await refresh();
-			    }) }, 'Retry')))))))),
-			    d.next_cursor ? el('p', { class: 'hint' },
-			    'Showing the newest 100.') : null);
+			    }) }, 'Retry')))))));
+			more.textContent = d.next_cursor ?
+			    'Showing the newest 100.' : '';
 		}
 
 		async function refresh() {
