@@ -307,6 +307,8 @@ metrics_get(struct metrics_family *f, const char *const *values)
 	if (s != NULL)
 		return s;
 	__atomic_add_fetch(&f->reg->folded, 1, __ATOMIC_RELAXED);
+	if (f->nlabels == 0)		/* cannot happen: one series */
+		return lookup(f, all_other, 0, NULL);
 	/* Over the cap: keep every label but the last. */
 	for (i = 0; i < f->nlabels; i++)
 		folded[i] = values[i];
