@@ -493,7 +493,8 @@ sched_q_dead_list(struct sched *s, redisContext *c, const char *tenant,
 	free_replies(r, n * per);
 	if (e != SCHED_OK)
 		goto out;
-	qsort(v, nv, sizeof(*v), dead_qcmp);
+	if (nv > 1)
+		qsort(v, nv, sizeof(*v), dead_qcmp);
 	if (nv > limit)
 		nv = limit;
 	out = xcalloc(nv + 1, sizeof(*out));
