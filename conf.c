@@ -135,16 +135,28 @@ static const struct conf_key conf_keys[] = {
 };
 #define NKEYS	(sizeof(conf_keys) / sizeof(conf_keys[0]))
 
-int
-conf_parse_duration(const char *s, int64_t *ms)
+struct conf_unit {
+	const char	*suffix;
+	int64_t		 mul;
+};
+
+static const struct conf_unit duration_units[] = {
+	{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+	{ "d", 86400000 }, { "", 1 }, { NULL, 0 },
+};
+
+static const struct conf_unit size_units[] = {
+	{ "", 1 }, { "B", 1 }, { "k", 1024 }, { "K", 1024 }, { "KiB", 1024 },
+	{ "KB", 1024 }, { "M", 1 << 20 }, { "MiB", 1 << 20 }, { "MB", 1 << 20 },
+	{ "G", 1 << 30 }, { "GiB", 1 << 30 }, { "GB", 1 << 30 }, { NULL, 0 },
+};
+
+/* A non-negative integer followed by one of units; 0 or -1. */
+static int
+parse_with_units(const char *s, const struct conf_unit *units, int64_t *out)
 {
-	static const struct { const char *u; int64_t mul; } units[] = {
-		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
-		{ "d", 86400000 }, { "", 1 },
-	};
 	char *end;
 	long long v;
-	size_t i;
 
 	if (!isdigit((unsigned char)s[0]))
 		return -1;
@@ -152,45 +164,27 @@ conf_parse_duration(const char *s, int64_t *ms)
 	v = strtoll(s, &end, 10);
 	if (errno != 0)
 		return -1;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].u) != 0)
+	for (; units->suffix != NULL; units++) {
+		if (strcmp(end, units->suffix) != 0)
 			continue;
-		if (v > INT64_MAX / units[i].mul)
+		if (v > INT64_MAX / units->mul)
 			return -1;
-		*ms = v * units[i].mul;
+		*out = v * units->mul;
 		return 0;
 	}
 	return -1;
 }
 
+int
+conf_parse_duration(const char *s, int64_t *ms)
+{
+	return parse_with_units(s, duration_units, ms);
+}
+
 static int
 parse_size(const char *s, int64_t *bytes)
 {
-	static const struct { const char *u; int64_t mul; } units[] = {
-		{ "", 1 }, { "B", 1 }, { "k", 1024 }, { "K", 1024 },
-		{ "KiB", 1024 }, { "KB", 1024 }, { "M", 1 << 20 },
-		{ "MiB", 1 << 20 }, { "MB", 1 << 20 }, { "G", 1 << 30 },
-		{ "GiB", 1 << 30 }, { "GB", 1 << 30 },
-	};
-	char *end;
-	long long v;
-	size_t i;
-
-	if (!isdigit((unsigned char)s[0]))
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0)
-		return -1;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].u) != 0)
-			continue;
-		if (v > INT64_MAX / units[i].mul)
-			return -1;
-		*bytes = v * units[i].mul;
-		return 0;
-	}
-	return -1;
+	return parse_with_units(s, size_units, bytes);
 }
 
 static int

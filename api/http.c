@@ -30,6 +30,7 @@
 #include "api/http.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 struct pending_header {
@@ -121,18 +122,6 @@ api_listen(const char *hostport, char *bound, size_t boundlen, char *why,
 	return fd;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* MHD unescape callback: %XX decoding that keeps %00 as it is. */
 static size_t
 unescape(void *cls, struct MHD_Connection *c, char *s)
@@ -143,8 +132,8 @@ unescape(void *cls, struct MHD_Connection *c, char *s)
 	(void)cls;
 	(void)c;
 	while (*r != '\0') {
-		if (r[0] == '%' && (hi = hexval((unsigned char)r[1])) >= 0 &&
-		    (lo = hexval((unsigned char)r[2])) >= 0 &&
+		if (r[0] == '%' && (hi = str_hexval((unsigned char)r[1])) >= 0 &&
+		    (lo = str_hexval((unsigned char)r[2])) >= 0 &&
 		    (hi | lo) != 0) {
 			*w++ = (char)(hi * 16 + lo);
 			r += 3;
@@ -428,7 +417,7 @@ json_string(const unsigned char *s, size_t i, size_t n)
 			return 0;
 		if (s[i] == 'u') {
 			for (k = 1; k <= 4; k++)
-				if (i + k >= n || hexval(s[i + k]) < 0)
+				if (i + k >= n || str_hexval(s[i + k]) < 0)
 					return 0;
 			i += 4;
 		} else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0')

@@ -16,47 +16,20 @@
 #include <string.h>
 
 #include "journal/internal.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
-
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Decode s[0..n) into a new string; NULL on a bad escape or a NUL. */
 static char *
 pct_decode(const char *s, size_t n)
 {
 	char *out = xmalloc(n + 1);
-	size_t i, o = 0;
-	int hi, lo;
 
-	for (i = 0; i < n; i++) {
-		if (s[i] != '%') {
-			out[o++] = s[i];
-			continue;
-		}
-		if (i + 2 >= n)
-			goto bad;
-		hi = hexval((unsigned char)s[i + 1]);
-		lo = hexval((unsigned char)s[i + 2]);
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-			goto bad;
-		out[o++] = (char)(hi * 16 + lo);
-		i += 2;
+	if (str_pct_decode(s, n, out, n + 1) == -1) {
+		free(out);
+		return NULL;
 	}
-	out[o] = '\0';
 	return out;
-bad:
-	free(out);
-	return NULL;
 }
 
 static enum jrnl_err

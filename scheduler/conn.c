@@ -19,6 +19,7 @@
 #include <sys/time.h>
 
 #include "scheduler/conn.h"
+#include "util/strutil.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -35,46 +36,6 @@ struct sched_pool {
 	int			 down;		/* under lock: outage logged */
 };
 
-static int
-hexdigit(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode s[0..n) into out (outlen with the NUL); 0 or -1. */
-static int
-pct_decode(const char *s, size_t n, char *out, size_t outlen)
-{
-	size_t i, o = 0;
-	int hi, lo;
-
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '%') {
-			if (i + 2 >= n)
-				return -1;
-			if ((hi = hexdigit(s[i + 1])) < 0 ||
-			    (lo = hexdigit(s[i + 2])) < 0)
-				return -1;
-			c = (char)(hi << 4 | lo);
-			if (c == '\0')
-				return -1;
-			i += 2;
-		}
-		if (o + 1 >= outlen)
-			return -1;
-		out[o++] = c;
-	}
-	out[o] = '\0';
-	return 0;
-}
 
 /* A decimal integer in [lo, hi] spelled by s[0..n); 0 or -1. */
 static int
@@ -104,11 +65,11 @@ parse_userinfo(const char *s, size_t n, struct redis_target *t)
 	const char *colon = memchr(s, ':', n);
 
 	if (colon == NULL)
-		return pct_decode(s, n, t->username, sizeof(t->username));
-	if (pct_decode(s, (size_t)(colon - s), t->username,
+		return str_pct_decode(s, n, t->username, sizeof(t->username));
+	if (str_pct_decode(s, (size_t)(colon - s), t->username,
 	    sizeof(t->username)) == -1)
 		return -1;
-	return pct_decode(colon + 1, n - (size_t)(colon - s) - 1,
+	return str_pct_decode(colon + 1, n - (size_t)(colon - s) - 1,
 	    t->password, sizeof(t->password));
 }
 

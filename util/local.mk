@@ -3,6 +3,7 @@ libutil_a_SOURCES = \
 	%reldir%/log.c %reldir%/log.h \
 	%reldir%/clock.c %reldir%/clock.h \
 	%reldir%/buf.c %reldir%/buf.h \
+	%reldir%/strutil.c %reldir%/strutil.h \
 	%reldir%/xmalloc.c %reldir%/xmalloc.h \
 	%reldir%/crypto.c %reldir%/crypto.h \
 	%reldir%/id.c %reldir%/id.h \

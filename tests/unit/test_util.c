@@ -26,6 +26,7 @@
 #include "util/crypto.h"
 #include "util/id.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
@@ -166,6 +167,45 @@ test_buf_steal(void **state)
 }
 
 /* ---- clock, log, xmalloc ------------------------------------------------ */
+
+static void
+test_pct_decode(void **state)
+{
+	static const struct {
+		const char	*in;
+		const char	*out;	/* NULL: refused */
+	} rows[] = {
+		{ "plain", "plain" },
+		{ "p%40ss%2Fw%3Ard", "p@ss/w:rd" },
+		{ "%7e%7E", "~~" },
+		{ "", "" },
+		{ "%00", NULL },		/* an escaped NUL */
+		{ "a%0", NULL },		/* truncated */
+		{ "a%", NULL },
+		{ "%zz", NULL },		/* not hex */
+		{ "%4", NULL },
+	};
+	char out[32];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int r = str_pct_decode(rows[i].in, strlen(rows[i].in), out,
+		    sizeof(out));
+
+		if (rows[i].out == NULL)
+			assert_int_equal(r, -1);
+		else {
+			assert_int_equal(r, 0);
+			assert_string_equal(out, rows[i].out);
+		}
+	}
+	/* Too small an out is refused, never truncated. */
+	assert_int_equal(str_pct_decode("abcdef", 6, out, 6), -1);
+	assert_int_equal(str_pct_decode("abcde", 5, out, 6), 0);
+	assert_int_equal(str_hexval('f'), 15);
+	assert_int_equal(str_hexval('G'), -1);
+}
 
 static void
 test_clock_fake(void **state)
@@ -822,6 +862,7 @@ main(void)
 		cmocka_unit_test(test_buf_append_fails_whole),
 		cmocka_unit_test(test_buf_printf),
 		cmocka_unit_test(test_buf_steal),
+		cmocka_unit_test(test_pct_decode),
 		cmocka_unit_test(test_clock_fake),
 		cmocka_unit_test(test_log_level_parse),
 		cmocka_unit_test(test_xmalloc),
