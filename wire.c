@@ -5,10 +5,11 @@
  * one way: util <- schedules <- scheduler, dispatcher, journal <- api);
  * every cross-module call is a hook set here.  A due job of a push topic
  * travels: scheduler (reserved, in flight with a token) -> on_deliver()
- * builds the signed request from the topic -> dispatcher -> on_done() ->
- * sched_report() applies the schedule (or sched_release() when the attempt
- * was never made).  Stopping runs in the reverse order of starting: stop
- * taking requests and due jobs, let callbacks drain, then close.
+ * builds the signed request from the topic -> dispatcher -> disp_done()
+ * queues the outcome -> the reporter's threads (report.c) run sched_report()
+ * (or sched_release() when the attempt was never made).  Stopping runs in
+ * the reverse order of starting: stop taking requests and due jobs, let
+ * callbacks drain and their outcomes be applied, then close.
  */
 #include "config.h"
 
@@ -25,6 +26,7 @@
 #include "conf.h"
 #include "dispatcher/dispatcher.h"
 #include "journal/journal.h"
+#include "report.h"
 #include "restore.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
@@ -40,6 +42,7 @@ struct wire {
 	struct jrnl		*jrnl;		/* NULL: journal off */
 	struct api_server	*http;
 	struct restore		*restore;	/* NULL: journal off */
+	struct reporter		*rep;		/* applies callback outcomes */
 	struct api_ctx		 ctx;
 };
 
@@ -366,20 +369,20 @@ hook_deliver(struct sched_job *job, void *arg)
 	sched_job_free(job);
 }
 
-/* The dispatcher's done(): runs on a dispatcher thread. */
+/*
+ * The dispatcher's done(): runs on a dispatcher thread, so it only queues
+ * the outcome for the reporter (report.c) and returns to the loop.
+ */
 static void
 disp_done(struct disp_result *res, void *arg)
 {
 	struct wire *w = arg;
 	struct delivery *dl = res->cookie;
 	struct schedule_outcome o;
-	struct schedule_decision d;
 	struct sched_attempt a;
-	enum sched_err e;
-	struct log_obj lo = { dl->tenant, NULL, dl->id, dl->attempt };
 
 	if (res->handed_back) {
-		hand_back(w, dl->tenant, dl->id, dl->token);
+		report_release(w->rep, dl->tenant, dl->id, dl->token);
 		delivery_free(dl);
 		return;
 	}
@@ -392,19 +395,8 @@ disp_done(struct disp_result *res, void *arg)
 	a.error = res->error[0] != '\0' ? res->error : NULL;
 	a.excerpt = res->body_excerpt;
 	a.excerpt_len = res->body_excerpt_len;
-	e = sched_report(w->sched, dl->tenant, dl->id, dl->token, &o, &a, &d);
-	if (e == SCHED_EUNAVAIL)
-		api_obs_redis_error();
-	if (e == SCHED_OK)
-		log_obj(LOG_LVL_DEBUG, &lo, "%s (%d): %s", schedule_outcome_name(
-		    o.kind), o.http_status, schedule_verdict_name(d.verdict));
-	else if (e == SCHED_ESTALE)
-		log_obj(LOG_LVL_INFO, &lo, "outcome ignored: the job was "
-		    "reserved again after its deadline passed");
-	else
-		log_obj(LOG_LVL_WARN, &lo, "cannot record the outcome: %s "
-		    "(the job returns when its deadline passes)",
-		    sched_strerror(e));
+	report_outcome(w->rep, dl->tenant, dl->id, dl->token, dl->attempt, &o,
+	    &a, &res->body_excerpt);
 	delivery_free(dl);
 }
 
@@ -464,6 +456,11 @@ wire_start(int listen_fd, char *err, size_t errlen)
 		snprintf(err, errlen, "scheduler: %s", why);
 		goto fail;
 	}
+	if ((w->rep = report_new(w->sched)) == NULL) {
+		snprintf(err, errlen, "reporter: cannot start its threads: %s",
+		    strerror(errno));
+		goto fail;
+	}
 	if (w->jrnl != NULL) {
 		memset(&rc, 0, sizeof(rc));
 		rc.sched = w->sched;
@@ -514,6 +511,8 @@ wire_start(int listen_fd, char *err, size_t errlen)
 fail:
 	restore_free(w->restore);
 	if (w->sched != NULL) {
+		disp_drain(w->disp, 0);
+		report_free(w->rep);
 		sched_stop(w->sched);
 		api_obs_stop();
 		sched_free(w->sched);
@@ -542,9 +541,11 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	api_server_quiesce(w->http);
 	sched_quiesce(w->sched);
 	disp_drain(w->disp, grace_ms);
+	report_drain(w->rep);		/* every outcome applied */
 	api_server_stop(w->http);
 	api_pull_stop();
 	restore_free(w->restore);	/* a rebuild in progress stops */
+	report_free(w->rep);
 	sched_stop(w->sched);
 	api_obs_stop();		/* writes the last chart numbers */
 	disp_free(w->disp);

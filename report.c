@@ -1,0 +1,247 @@
+/*
+ * report.c - the outcome reporter (report.h): a FIFO of outcomes and hand
+ * backs, applied by a few threads of its own.
+ *
+ * Key decision: the dispatcher's done() only copies the result into the
+ * queue (no Redis, no lock held for long), so a loop goes straight back to
+ * its sockets and the next callbacks start on time; applying an outcome
+ * costs two Redis round trips, which REPORT_THREADS threads overlap.  The
+ * order of two outcomes of different jobs does not matter (each job has one
+ * reservation at a time, and finish.lua is fenced by its token), so the
+ * threads need no ordering among themselves.  The queue is bounded: when it
+ * is full the caller waits (back-pressure on the loop, as before this file
+ * existed) rather than dropping an outcome or growing without end.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "report.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define REPORT_THREADS	4
+#define REPORT_QUEUE_MAX	65536
+
+struct item {
+	struct item		*next;
+	int			 release;	/* hand back, no attempt */
+	char			*tenant;
+	char			 id[ID_LEN + 65];
+	char			 token[SCHED_TOKEN_LEN + 1];
+	int			 attempt;
+	struct schedule_outcome	 o;
+	struct sched_attempt	 a;		/* error, excerpt owned */
+};
+
+struct reporter {
+	struct sched	*sched;
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 work;		/* items queued, or stopping */
+	pthread_cond_t	 room;		/* the queue has room, or is idle */
+	struct item	*head, *tail;
+	size_t		 queued;
+	size_t		 busy;		/* items taken, not yet applied */
+	int		 stopping;
+	pthread_t	 thr[REPORT_THREADS];
+	int		 nthr;
+};
+
+static void
+item_free(struct item *it)
+{
+	if (it == NULL)
+		return;
+	free(it->tenant);
+	free(it->a.error);
+	free(it->a.excerpt);
+	free(it);
+}
+
+static void
+apply_release(struct reporter *r, struct item *it)
+{
+	enum sched_err e;
+
+	if ((e = sched_release(r->sched, it->tenant, it->id, it->token)) ==
+	    SCHED_EUNAVAIL)
+		api_obs_redis_error();
+	if (e != SCHED_OK && e != SCHED_ESTALE)
+		log_warnx("tenant=%s job=%s: cannot hand the job back: %s "
+		    "(it returns when its deadline passes)", it->tenant, it->id,
+		    sched_strerror(e));
+}
+
+static void
+apply_outcome(struct reporter *r, struct item *it)
+{
+	struct schedule_decision d;
+	struct log_obj lo = { it->tenant, NULL, it->id, it->attempt };
+	enum sched_err e;
+
+	e = sched_report(r->sched, it->tenant, it->id, it->token, &it->o,
+	    &it->a, &d);
+	if (e == SCHED_EUNAVAIL)
+		api_obs_redis_error();
+	if (e == SCHED_OK)
+		log_obj(LOG_LVL_DEBUG, &lo, "%s (%d): %s",
+		    schedule_outcome_name(it->o.kind), it->o.http_status,
+		    schedule_verdict_name(d.verdict));
+	else if (e == SCHED_ESTALE)
+		log_obj(LOG_LVL_INFO, &lo, "outcome ignored: the job was "
+		    "reserved again after its deadline passed");
+	else
+		log_obj(LOG_LVL_WARN, &lo, "cannot record the outcome: %s "
+		    "(the job returns when its deadline passes)",
+		    sched_strerror(e));
+}
+
+static void *
+report_main(void *arg)
+{
+	struct reporter *r = arg;
+	struct item *it;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (r->head == NULL && !r->stopping)
+			pthread_cond_wait(&r->work, &r->lock);
+		if (r->head == NULL)
+			break;		/* stopping and nothing left */
+		it = r->head;
+		if ((r->head = it->next) == NULL)
+			r->tail = NULL;
+		r->queued--;
+		r->busy++;
+		pthread_mutex_unlock(&r->lock);
+		if (it->release)
+			apply_release(r, it);
+		else
+			apply_outcome(r, it);
+		item_free(it);
+		pthread_mutex_lock(&r->lock);
+		r->busy--;
+		pthread_cond_broadcast(&r->room);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+static void
+enqueue(struct reporter *r, struct item *it)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->queued >= REPORT_QUEUE_MAX)
+		pthread_cond_wait(&r->room, &r->lock);
+	if (r->tail != NULL)
+		r->tail->next = it;
+	else
+		r->head = it;
+	r->tail = it;
+	r->queued++;
+	pthread_cond_signal(&r->work);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static struct item *
+item_new(const char *tenant, const char *id, const char *token)
+{
+	struct item *it = xcalloc(1, sizeof(*it));
+
+	it->tenant = xstrdup(tenant);
+	snprintf(it->id, sizeof(it->id), "%s", id);
+	snprintf(it->token, sizeof(it->token), "%s", token);
+	return it;
+}
+
+void
+report_outcome(struct reporter *r, const char *tenant, const char *id,
+    const char *token, int attempt, const struct schedule_outcome *o,
+    const struct sched_attempt *a, char **excerpt)
+{
+	struct item *it = item_new(tenant, id, token);
+
+	it->attempt = attempt;
+	it->o = *o;
+	it->a.at_ms = a->at_ms;
+	it->a.status = a->status;
+	it->a.latency_ms = a->latency_ms;
+	it->a.error = a->error != NULL ? xstrdup(a->error) : NULL;
+	if (excerpt != NULL && *excerpt != NULL) {
+		it->a.excerpt = *excerpt;
+		it->a.excerpt_len = a->excerpt_len;
+		*excerpt = NULL;
+	} else if (a->excerpt != NULL) {
+		it->a.excerpt = xmalloc(a->excerpt_len + 1);
+		memcpy(it->a.excerpt, a->excerpt, a->excerpt_len);
+		it->a.excerpt[a->excerpt_len] = '\0';
+		it->a.excerpt_len = a->excerpt_len;
+	}
+	enqueue(r, it);
+}
+
+void
+report_release(struct reporter *r, const char *tenant, const char *id,
+    const char *token)
+{
+	struct item *it = item_new(tenant, id, token);
+
+	it->release = 1;
+	enqueue(r, it);
+}
+
+struct reporter *
+report_new(struct sched *s)
+{
+	struct reporter *r = xcalloc(1, sizeof(*r));
+	int err;
+
+	r->sched = s;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->work, NULL);
+	pthread_cond_init(&r->room, NULL);
+	for (r->nthr = 0; r->nthr < REPORT_THREADS; r->nthr++)
+		if ((err = pthread_create(&r->thr[r->nthr], NULL, report_main,
+		    r)) != 0)
+			goto fail;
+	return r;
+fail:
+	report_free(r);
+	errno = err;
+	return NULL;
+}
+
+void
+report_drain(struct reporter *r)
+{
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->lock);
+	while (r->queued > 0 || r->busy > 0)
+		pthread_cond_wait(&r->room, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void
+report_free(struct reporter *r)
+{
+	int i;
+
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stopping = 1;
+	pthread_cond_broadcast(&r->work);
+	pthread_mutex_unlock(&r->lock);
+	for (i = 0; i < r->nthr; i++)
+		pthread_join(r->thr[i], NULL);
+	pthread_cond_destroy(&r->room);
+	pthread_cond_destroy(&r->work);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
