@@ -633,9 +633,22 @@ sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
 	enum sched_verdict_x v;
 	enum sched_state to = SCHED_IN_FLIGHT;
 	enum sched_err e;
-	int64_t now = sched_now_ms(s);
+	int64_t now = sched_now_ms(s), end;
 	int have = 0;
 
+	/*
+	 * A retry waits from the end of the attempt, not from when its
+	 * outcome is applied (the reporter may have queued it a while): the
+	 * end is its start plus its latency, rounded up (both are whole ms),
+	 * on Redis time.  Never later than now (with the fake clock, which
+	 * stands still, that is now).
+	 */
+	if (attempt != NULL && attempt->at_ms > 0 && attempt->latency_ms > 0) {
+		end = attempt->at_ms + attempt->latency_ms + 1 +
+		    (sched_now_ms(s) - clock_wall_ms());
+		if (end < now)
+			now = end;
+	}
 	if (outcome->kind == SCHEDULE_OK) {
 		d.verdict = SCHEDULE_DONE;
 		d.next_ms = 0;

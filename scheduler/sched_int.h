@@ -37,6 +37,7 @@
 #define SCHED_ERROR_MAX		256	/* bytes of an attempt's error kept */
 #define SCHED_EXCERPT_MAX	512	/* bytes of a response excerpt kept */
 #define SCHED_NO_TIME		INT64_MAX
+#define SCHED_OFFSET_SAMPLES	8	/* Redis TIME samples kept (timer) */
 
 /* Script replies: the first element of the array. */
 #define SCHED_R_OK		0
@@ -90,11 +91,17 @@ struct sched {
 	int			 node;		/* -1 until leased */
 	/* Atomics: */
 	int64_t			 offset_ms;	/* Redis time - our clock */
+	int64_t			 offset_best_ms; /* the same, filtered */
+	int			 offset_best_ok; /* offset_best_ms is set */
 	uint64_t		 passes;
 	int			 nowned;
+	char			 pipe_sha[SCRIPT_COUNT][41]; /* under lock */
 	/* Timer thread only: */
 	unsigned char		*owned;		/* per shard index */
 	size_t			 rr;		/* round-robin start */
+	int64_t			 off_us[SCHED_OFFSET_SAMPLES]; /* Redis - us */
+	int64_t			 rtt_us[SCHED_OFFSET_SAMPLES]; /* their trips */
+	size_t			 noff;
 	int			 sub_fd[2];	/* wakes the subscriber */
 };
 
@@ -164,6 +171,27 @@ enum sched_err sched_st_reschedule(struct sched *s, redisContext *c,
 enum sched_err sched_st_promote(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic, int *moved,
 	    int *more, int64_t *head, int *broken);
+/*
+ * Pipelining (the timer): sched_st_pipe_prepare() learns the SHA1s first (a
+ * round trip of its own, so before anything is appended); an _append
+ * function queues a call on c (0, or -1), and its _reply function takes the
+ * reply read later with redisGetReply() (and frees it).  A NOSCRIPT reply is
+ * run again synchronously, so read every pending reply before the first
+ * _reply call.
+ */
+int	sched_st_pipe_prepare(struct sched *s, redisContext *c, int *broken);
+int	sched_st_promote_append(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic);
+enum sched_err sched_st_promote_reply(struct sched *s, redisContext *c,
+	    redisReply *r, const char *tenant, int shard, const char *topic,
+	    int *moved, int *more, int64_t *head, int *broken);
+int	sched_st_reserve_append(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, int n,
+	    int64_t ttr_ms);
+enum sched_err sched_st_reserve_reply(struct sched *s, redisContext *c,
+	    redisReply *r, const char *tenant, int shard, const char *topic,
+	    int n, int64_t ttr_ms, struct sched_job ***jobs, size_t *njobs,
+	    int *broken);
 /* Reserves up to n jobs; *jobs (array of *njobs) is the caller's. */
 enum sched_err sched_st_reserve(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic, int n,

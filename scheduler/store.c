@@ -40,7 +40,11 @@ sched_now_ms(struct sched *s)
 
 	if (s->cfg.fake_clock)
 		return clock_wall_ms();
-	off = __atomic_load_n(&s->offset_ms, __ATOMIC_RELAXED);
+	/* The timer's filtered measure, else the last heartbeat's. */
+	if (__atomic_load_n(&s->offset_best_ok, __ATOMIC_ACQUIRE))
+		off = __atomic_load_n(&s->offset_best_ms, __ATOMIC_RELAXED);
+	else
+		off = __atomic_load_n(&s->offset_ms, __ATOMIC_RELAXED);
 	return clock_wall_ms() + off;
 }
 
@@ -169,6 +173,119 @@ run(struct sched *s, redisContext *c, enum sched_script id, const char *tenant,
 	}
 	*rp = r;
 	return SCHED_OK;
+}
+
+/* ---- pipelining (the timer's passes) ------------------------------------ */
+
+/*
+ * The SHA1 of script id for pipelined EVALSHA, from SCRIPT LOAD of the same
+ * text scripts.c loads (so the same SHA1).  Must run before anything is
+ * appended: it is a round trip of its own.
+ */
+static int
+pipe_sha(struct sched *s, redisContext *c, enum sched_script id,
+    const char *src, int *broken)
+{
+	redisReply *r;
+	char *text;
+	int rc = -1;
+
+	pthread_mutex_lock(&s->lock);
+	rc = s->pipe_sha[id][0] != '\0' ? 0 : -1;
+	pthread_mutex_unlock(&s->lock);
+	if (rc == 0)
+		return 0;
+	text = xasprintf("%s%s", sched_lua_lib, src);
+	r = redisCommand(c, "SCRIPT LOAD %s", text);
+	free(text);
+	if (r != NULL && r->type == REDIS_REPLY_STRING &&
+	    r->len + 1 == sizeof(s->pipe_sha[id])) {
+		pthread_mutex_lock(&s->lock);
+		memcpy(s->pipe_sha[id], r->str, r->len);
+		s->pipe_sha[id][r->len] = '\0';
+		pthread_mutex_unlock(&s->lock);
+		rc = 0;
+	} else
+		(void)sched_reply_err(c, r, broken, "SCRIPT LOAD");
+	if (r != NULL)
+		freeReplyObject(r);
+	return rc;
+}
+
+int
+sched_st_pipe_prepare(struct sched *s, redisContext *c, int *broken)
+{
+	if (pipe_sha(s, c, SCRIPT_PROMOTE, sched_lua_promote, broken) == -1 ||
+	    pipe_sha(s, c, SCRIPT_RESERVE, sched_lua_reserve, broken) == -1)
+		return -1;
+	return 0;
+}
+
+/* Appends EVALSHA of script id to c's output (as run() would send it). */
+static int
+append(struct sched *s, redisContext *c, enum sched_script id,
+    const char *tenant, int shard, const char *names, const char *topic,
+    int nargs, const char **args, const size_t *arglens)
+{
+	char k[NKEYS_MAX][SCHED_KEY_MAX], nowbuf[24], nk[16];
+	char sha[sizeof(s->pipe_sha[0])];
+	const char *argv[NKEYS_MAX + 16 + 3];
+	size_t lens[NKEYS_MAX + 16 + 3];
+	int n, i;
+
+	pthread_mutex_lock(&s->lock);
+	memcpy(sha, s->pipe_sha[id], sizeof(sha));
+	pthread_mutex_unlock(&s->lock);
+	if (sha[0] == '\0')
+		return -1;
+	n = keys_of(k, tenant, shard, names, topic);
+	snprintf(nk, sizeof(nk), "%d", n);
+	argv[0] = "EVALSHA";
+	argv[1] = sha;
+	argv[2] = nk;
+	for (i = 0; i < 3; i++)
+		lens[i] = strlen(argv[i]);
+	for (i = 0; i < n; i++) {
+		argv[3 + i] = k[i];
+		lens[3 + i] = strlen(k[i]);
+	}
+	argv[3 + n] = sched_now_arg(s, nowbuf);
+	lens[3 + n] = strlen(argv[3 + n]);
+	for (i = 0; i < nargs; i++) {
+		argv[4 + n + i] = args[i];
+		lens[4 + n + i] = arglens != NULL ? arglens[i] :
+		    strlen(args[i]);
+	}
+	return redisAppendCommandArgv(c, 4 + n + nargs, argv, lens) ==
+	    REDIS_OK ? 0 : -1;
+}
+
+/* A NOSCRIPT reply (freed): the caller runs the script again by run(). */
+static int
+noscript(redisReply *r)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
+	    strncmp(r->str, "NOSCRIPT", 8) != 0)
+		return 0;
+	freeReplyObject(r);
+	return 1;
+}
+
+/* SCHED_OK for a script's array reply; else the error (r freed). */
+static enum sched_err
+reply_ok(redisContext *c, redisReply *r, int *broken, enum sched_script id)
+{
+	enum sched_err e;
+
+	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1)
+		return SCHED_OK;
+	if (r != NULL && r->type == REDIS_REPLY_ERROR)
+		log_warnx("redis: script %s: %s", sched_script_name(id),
+		    r->str);
+	e = sched_reply_err(c, r, broken, sched_script_name(id));
+	if (r != NULL)
+		freeReplyObject(r);
+	return e;
 }
 
 static enum sched_err
@@ -327,29 +444,17 @@ sched_st_reschedule(struct sched *s, redisContext *c, const char *tenant,
 	return e;
 }
 
-enum sched_err
-sched_st_promote(struct sched *s, redisContext *c, const char *tenant,
-    int shard, const char *topic, int *moved, int *more, int64_t *head,
-    int *broken)
+/* The reply of promote (freed here); the transitions reported. */
+static enum sched_err
+promote_parse(struct sched *s, redisReply *r, const char *tenant, int shard,
+    int *moved, int *more, int64_t *head)
 {
-	char batch[24], tag[SCHED_KEY_MAX];
-	const char *args[3];
-	redisReply *r = NULL;
 	struct sched_job *job;
 	const redisReply *v;
-	enum sched_err e;
+	enum sched_err e = SCHED_OK;
 	long long n, m, h;
 	size_t i;
 
-	lld(batch, s->cfg.batch);
-	sched_tag(tag, tenant, shard);
-	args[0] = topic;
-	args[1] = batch;
-	args[2] = tag;
-	e = run(s, c, SCRIPT_PROMOTE, tenant, shard, "jdhrtc", topic, 3, args,
-	    NULL, &r, broken);
-	if (e != SCHED_OK)
-		return e;
 	if (el_int(r, 0, &n) == -1 || el_int(r, 1, &m) == -1 ||
 	    el_int(r, 2, &h) == -1) {
 		e = SCHED_EINTERNAL;
@@ -374,6 +479,59 @@ out:
 	return e;
 }
 
+enum sched_err
+sched_st_promote(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int *moved, int *more, int64_t *head,
+    int *broken)
+{
+	char batch[24], tag[SCHED_KEY_MAX];
+	const char *args[3];
+	redisReply *r = NULL;
+	enum sched_err e;
+
+	lld(batch, s->cfg.batch);
+	sched_tag(tag, tenant, shard);
+	args[0] = topic;
+	args[1] = batch;
+	args[2] = tag;
+	e = run(s, c, SCRIPT_PROMOTE, tenant, shard, "jdhrtc", topic, 3, args,
+	    NULL, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	return promote_parse(s, r, tenant, shard, moved, more, head);
+}
+
+int
+sched_st_promote_append(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic)
+{
+	char batch[24], tag[SCHED_KEY_MAX];
+	const char *args[3];
+
+	lld(batch, s->cfg.batch);
+	sched_tag(tag, tenant, shard);
+	args[0] = topic;
+	args[1] = batch;
+	args[2] = tag;
+	return append(s, c, SCRIPT_PROMOTE, tenant, shard, "jdhrtc", topic, 3,
+	    args, NULL);
+}
+
+enum sched_err
+sched_st_promote_reply(struct sched *s, redisContext *c, redisReply *r,
+    const char *tenant, int shard, const char *topic, int *moved, int *more,
+    int64_t *head, int *broken)
+{
+	enum sched_err e;
+
+	if (noscript(r))
+		return sched_st_promote(s, c, tenant, shard, topic, moved, more,
+		    head, broken);
+	if ((e = reply_ok(c, r, broken, SCRIPT_PROMOTE)) != SCHED_OK)
+		return e;
+	return promote_parse(s, r, tenant, shard, moved, more, head);
+}
+
 /* 18 random characters of the url-safe base64 alphabet. */
 static void
 token_base(char out[19])
@@ -388,35 +546,16 @@ token_base(char out[19])
 	out[18] = '\0';
 }
 
-enum sched_err
-sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
-    int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr,
-    struct sched_job ***jobs, size_t *njobs, int *broken)
+/* The reply of reserve (freed here) into jobs. */
+static enum sched_err
+reserve_parse(redisReply *r, const char *tenant, int shard,
+    struct sched_job ***jobs, size_t *njobs)
 {
-	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
-	const char *args[6];
-	redisReply *r = NULL;
 	struct sched_job **v = NULL, *job;
-	enum sched_err e;
+	enum sched_err e = SCHED_OK;
 	long long got;
 	size_t i, nv = 0;
 
-	*jobs = NULL;
-	*njobs = 0;
-	lld(cnt, n);
-	lld(ttr, ttr_ms);
-	token_base(base);
-	args[0] = topic;
-	args[1] = cnt;
-	args[2] = base;
-	args[3] = ttr;
-	args[4] = own_ttr ? "1" : "0";
-	sched_tag(tag, tenant, shard);
-	args[5] = tag;
-	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6, args,
-	    NULL, &r, broken);
-	if (e != SCHED_OK)
-		return e;
 	if (el_int(r, 0, &got) == -1) {
 		e = SCHED_EINTERNAL;
 		goto out;
@@ -435,6 +574,73 @@ sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
 out:
 	freeReplyObject(r);
 	return e;
+}
+
+enum sched_err
+sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr,
+    struct sched_job ***jobs, size_t *njobs, int *broken)
+{
+	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
+	const char *args[6];
+	redisReply *r = NULL;
+	enum sched_err e;
+
+	*jobs = NULL;
+	*njobs = 0;
+	lld(cnt, n);
+	lld(ttr, ttr_ms);
+	token_base(base);
+	args[0] = topic;
+	args[1] = cnt;
+	args[2] = base;
+	args[3] = ttr;
+	args[4] = own_ttr ? "1" : "0";
+	sched_tag(tag, tenant, shard);
+	args[5] = tag;
+	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6, args,
+	    NULL, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	return reserve_parse(r, tenant, shard, jobs, njobs);
+}
+
+int
+sched_st_reserve_append(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int n, int64_t ttr_ms)
+{
+	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
+	const char *args[6];
+
+	lld(cnt, n);
+	lld(ttr, ttr_ms);
+	token_base(base);
+	args[0] = topic;
+	args[1] = cnt;
+	args[2] = base;
+	args[3] = ttr;
+	args[4] = "0";
+	sched_tag(tag, tenant, shard);
+	args[5] = tag;
+	return append(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6,
+	    args, NULL);
+}
+
+enum sched_err
+sched_st_reserve_reply(struct sched *s, redisContext *c, redisReply *r,
+    const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
+    struct sched_job ***jobs, size_t *njobs, int *broken)
+{
+	enum sched_err e;
+
+	*jobs = NULL;
+	*njobs = 0;
+	if (noscript(r))
+		return sched_st_reserve(s, c, tenant, shard, topic, n, ttr_ms,
+		    0, jobs, njobs, broken);
+	if ((e = reply_ok(c, r, broken, SCRIPT_RESERVE)) != SCHED_OK)
+		return e;
+	return reserve_parse(r, tenant, shard, jobs, njobs);
 }
 
 enum sched_err

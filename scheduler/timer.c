@@ -159,64 +159,6 @@ score_of(const redisReply *e)
 }
 
 static void
-promote_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
-    int shard, int64_t now, int *budget, int *spin, int *broken)
-{
-	char kh[SCHED_KEY_MAX];
-	redisReply *r;
-	int64_t head = SCHED_NO_TIME;
-	uint32_t gen0;
-	size_t i;
-	int moved, more, total = 0, called = 0;
-	enum sched_err e;
-
-	pthread_mutex_lock(&s->lock);
-	gen0 = t->gen[shard];
-	pthread_mutex_unlock(&s->lock);
-	sched_key(kh, t->name, shard, "h", NULL);
-	r = redisCommand(c, "ZRANGE %s 0 %d WITHSCORES", kh,
-	    HEADS_PER_READ - 1);
-	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-		(void)sched_reply_err(c, r, broken, "ZRANGE");
-		goto out;
-	}
-	if (r->elements >= 2)
-		head = score_of(r->element[1]);
-	for (i = 0; i + 1 < r->elements && *budget > 0; i += 2) {
-		const char *topic = r->element[i]->str;
-
-		if (r->element[i]->type != REDIS_REPLY_STRING ||
-		    score_of(r->element[i + 1]) > now)
-			break;
-		do {
-			e = sched_st_promote(s, c, t->name, shard, topic,
-			    &moved, &more, &head, broken);
-			(*budget)--;
-			called = 1;
-			if (e != SCHED_OK) {
-				/* Logged; do not hammer Redis with it. */
-				if (!*broken)
-					store_due(s, t, shard, gen0,
-					    now + s->cfg.sweep_ms);
-				goto out;
-			}
-			total += moved;
-		} while (more && *budget > 0);
-	}
-	if (called && total == 0)
-		*spin = 1;	/* we thought it due, Redis time disagrees */
-	store_due(s, t, shard, gen0, head);
-	if (total > 0) {
-		pthread_mutex_lock(&s->lock);
-		t->ready[shard] = 1;
-		pthread_mutex_unlock(&s->lock);
-	}
-out:
-	if (r != NULL)
-		freeReplyObject(r);
-}
-
-static void
 expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
     int shard, int64_t now, int *budget, int *broken)
 {
@@ -306,69 +248,376 @@ out:
 		freeReplyObject(r);
 }
 
-/* Push topics with ready jobs: reserve what the dispatcher can take. */
+/*
+ * A pass works on slots (a tenant's shard) in pipelined rounds: one round
+ * trip reads the heads of every slot due, one sends the promote calls of
+ * all their due topics, one reads the ready topics of every slot with ready
+ * jobs, one sends all the reserve calls.  The round trips, not the shards,
+ * set the pass's length.
+ */
+struct slot {
+	struct sched_tenant	*t;
+	int			 shard;
+	uint32_t		 gen0;
+	int64_t			 head;		/* from the last promote */
+	int			 moved;
+	unsigned char		 promote, expire, dispatch;
+	unsigned char		 failed, called, again, blocked;
+};
+
+/* One script call of a pass: a topic of a slot. */
+struct call {
+	struct slot	*sl;
+	char		*topic;
+	int		 n;		/* reserve: jobs asked; 0: not sent */
+	int64_t		 ttr_ms;
+	int		 more;		/* promote: call again */
+	int		 sent;
+	redisReply	*r;
+};
+
+/* Room left in a topic during a pass. */
+struct room {
+	struct sched_tenant	*t;
+	const char		*topic;		/* a call's */
+	int			 left;
+	int			 want;		/* calls not yet given room */
+};
+
+static void
+calls_free(struct call *cv, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(cv[i].topic);
+		if (cv[i].r != NULL)
+			freeReplyObject(cv[i].r);
+	}
+	free(cv);
+}
+
+static struct call *
+call_add(struct call *cv, size_t *n, size_t *cap, struct slot *sl,
+    const char *topic)
+{
+	if (*n == *cap) {
+		*cap = *cap == 0 ? 16 : *cap * 2;
+		cv = xreallocarray(cv, *cap, sizeof(*cv));
+	}
+	memset(&cv[*n], 0, sizeof(cv[*n]));
+	cv[*n].sl = sl;
+	cv[*n].topic = xstrdup(topic);
+	(*n)++;
+	return cv;
+}
+
+/* Reads the replies of the calls sent (in order); -1 with *broken. */
 static int
-dispatch_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
-    int shard, int *budget, int *broken)
+read_replies(redisContext *c, struct call *cv, size_t n, int *broken)
+{
+	void *rep;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!cv[i].sent)
+			continue;
+		if (redisGetReply(c, &rep) != REDIS_OK) {
+			log_warnx("redis: pipeline: %s", c->errstr);
+			*broken = 1;
+			return -1;
+		}
+		cv[i].r = rep;
+	}
+	return 0;
+}
+
+/* Reads n replies of one command each (ZRANGE, SMEMBERS) into rv. */
+static int
+read_n(redisContext *c, redisReply **rv, size_t n, int *broken)
+{
+	void *rep;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (redisGetReply(c, &rep) != REDIS_OK) {
+			log_warnx("redis: pipeline: %s", c->errstr);
+			*broken = 1;
+			return -1;
+		}
+		rv[i] = rep;
+	}
+	return 0;
+}
+
+static void
+replies_free(redisReply **rv, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (rv[i] != NULL)
+			freeReplyObject(rv[i]);
+	free(rv);
+}
+
+/* Promotes the due topics of every slot due, in pipelined rounds. */
+static void
+promote_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
+    int64_t now, int *budget, int *spin, int *more, int *broken)
+{
+	char kh[SCHED_KEY_MAX];
+	struct call *cv = NULL;
+	redisReply **rv = NULL, *r;
+	struct slot *sl;
+	size_t i, j, np = 0, nc = 0, cap = 0, left;
+	int moved, m;
+	int64_t head;
+	enum sched_err e;
+
+	for (i = 0; i < nsl; i++)
+		if (sv[i].promote) {
+			sched_key(kh, sv[i].t->name, sv[i].shard, "h", NULL);
+			redisAppendCommand(c, "ZRANGE %s 0 %d WITHSCORES", kh,
+			    HEADS_PER_READ - 1);
+			np++;
+		}
+	if (np == 0)
+		return;
+	rv = xcalloc(np, sizeof(*rv));
+	if (read_n(c, rv, np, broken) == -1)
+		goto out;
+	for (i = 0, j = 0; i < nsl; i++) {
+		if (!(sl = &sv[i])->promote)
+			continue;
+		r = rv[j++];
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+			(void)sched_reply_err(c, r, broken, "ZRANGE");
+			sl->failed = 1;
+			continue;
+		}
+		sl->head = r->elements >= 2 ? score_of(r->element[1]) :
+		    SCHED_NO_TIME;
+		for (left = 0; left + 1 < r->elements; left += 2) {
+			if (r->element[left]->type != REDIS_REPLY_STRING ||
+			    score_of(r->element[left + 1]) > now)
+				break;
+			cv = call_add(cv, &nc, &cap, sl,
+			    r->element[left]->str);
+			cv[nc - 1].more = 1;
+		}
+	}
+	/* Rounds: every call still due, up to the budget, in one pipeline. */
+	for (;;) {
+		for (i = 0, left = 0; i < nc; i++) {
+			cv[i].sent = 0;
+			if (!cv[i].more || cv[i].sl->failed)
+				continue;
+			if (*budget <= 0) {
+				*more = 1;
+				break;
+			}
+			if (sched_st_promote_append(s, c, cv[i].sl->t->name,
+			    cv[i].sl->shard, cv[i].topic) == -1)
+				continue;
+			cv[i].sent = 1;
+			(*budget)--;
+			left++;
+		}
+		if (left == 0)
+			break;
+		if (read_replies(c, cv, nc, broken) == -1)
+			goto out;
+		for (i = 0; i < nc; i++) {
+			if (!cv[i].sent)
+				continue;
+			sl = cv[i].sl;
+			r = cv[i].r;
+			cv[i].r = NULL;
+			cv[i].more = 0;
+			e = sched_st_promote_reply(s, c, r, sl->t->name,
+			    sl->shard, cv[i].topic, &moved, &m, &head, broken);
+			if (e != SCHED_OK) {
+				/* Logged; do not hammer Redis with it. */
+				if (!*broken && !sl->failed)
+					store_due(s, sl->t, sl->shard,
+					    sl->gen0, now + s->cfg.sweep_ms);
+				sl->failed = 1;
+				continue;
+			}
+			sl->called = 1;
+			sl->moved += moved;
+			sl->head = head;
+			cv[i].more = m;
+		}
+		if (*broken)
+			goto out;
+	}
+	for (i = 0; i < nsl; i++) {
+		if (!(sl = &sv[i])->promote || sl->failed)
+			continue;
+		if (sl->called && sl->moved == 0)
+			*spin = 1;	/* we thought it due, Redis disagrees */
+		store_due(s, sl->t, sl->shard, sl->gen0, sl->head);
+		if (sl->moved > 0) {
+			pthread_mutex_lock(&s->lock);
+			sl->t->ready[sl->shard] = 1;
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+out:
+	if (rv != NULL)
+		replies_free(rv, np);
+	calls_free(cv, nc);
+}
+
+static struct room *
+room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
+    struct sched_tenant *t, const char *topic)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if ((*rv)[i].t == t && strcmp((*rv)[i].topic, topic) == 0)
+			return &(*rv)[i];
+	if (*n == *cap) {
+		*cap = *cap == 0 ? 8 : *cap * 2;
+		*rv = xreallocarray(*rv, *cap, sizeof(**rv));
+	}
+	(*rv)[*n].t = t;
+	(*rv)[*n].topic = topic;
+	(*rv)[*n].left = s->hooks.capacity != NULL ? s->hooks.capacity(
+	    t->name, topic, s->hooks.arg) : s->cfg.batch;
+	(*rv)[*n].want = 0;
+	return &(*rv)[(*n)++];
+}
+
+/*
+ * Push topics with ready jobs: reserve what the dispatcher can take, every
+ * slot's in one pipeline.  A topic's room is shared among its slots (each
+ * gets an equal part, at most scheduler.batch); a slot that may have more
+ * is looked at again by the next pass.
+ */
+static void
+dispatch_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
+    int *budget, int *more, int *broken)
 {
 	char kt[SCHED_KEY_MAX];
 	struct sched_topic_info info;
 	struct sched_job **jobs;
-	redisReply *r;
-	size_t i, j, njobs;
-	int again = 0, blocked = 0, cap, n;
+	struct call *cv = NULL;
+	struct room *rooms = NULL, *rm;
+	redisReply **rv = NULL, *r;
+	struct slot *sl;
+	size_t i, j, k, np = 0, nc = 0, cap = 0, nr = 0, rcap = 0, njobs;
+	int n;
+	enum sched_err e;
 
-	sched_key(kt, t->name, shard, "rt", NULL);
-	r = redisCommand(c, "SMEMBERS %s", kt);
-	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-		(void)sched_reply_err(c, r, broken, "SMEMBERS");
-		if (r != NULL)
-			freeReplyObject(r);
-		return 0;
+	for (i = 0; i < nsl; i++) {
+		pthread_mutex_lock(&s->lock);
+		sv[i].dispatch = sv[i].t->ready[sv[i].shard];
+		pthread_mutex_unlock(&s->lock);
+		if (!sv[i].dispatch)
+			continue;
+		sched_key(kt, sv[i].t->name, sv[i].shard, "rt", NULL);
+		redisAppendCommand(c, "SMEMBERS %s", kt);
+		np++;
 	}
-	for (i = 0; i < r->elements && !*broken; i++) {
-		const char *topic = r->element[i]->str;
-
-		if (r->element[i]->type != REDIS_REPLY_STRING ||
-		    s->hooks.topic_info == NULL ||
-		    s->hooks.topic_info(t->name, topic, &info,
-		    s->hooks.arg) != 0 || !info.push)
+	if (np == 0)
+		return;
+	rv = xcalloc(np, sizeof(*rv));
+	if (read_n(c, rv, np, broken) == -1)
+		goto out;
+	for (i = 0, j = 0; i < nsl; i++) {
+		if (!(sl = &sv[i])->dispatch)
 			continue;
+		r = rv[j++];
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+			(void)sched_reply_err(c, r, broken, "SMEMBERS");
+			sl->dispatch = 0;	/* the flag stays: next pass */
+			continue;
+		}
+		for (k = 0; k < r->elements; k++) {
+			if (r->element[k]->type != REDIS_REPLY_STRING ||
+			    s->hooks.topic_info == NULL ||
+			    s->hooks.topic_info(sl->t->name,
+			    r->element[k]->str, &info, s->hooks.arg) != 0 ||
+			    !info.push)
+				continue;
+			cv = call_add(cv, &nc, &cap, sl, r->element[k]->str);
+			cv[nc - 1].ttr_ms = info.timeout_ms +
+			    SCHED_PUSH_MARGIN_MS;
+		}
+	}
+	for (i = 0; i < nc; i++)
+		room_of(s, &rooms, &nr, &rcap, cv[i].sl->t,
+		    cv[i].topic)->want++;
+	for (i = 0; i < nc; i++) {
+		sl = cv[i].sl;
+		rm = room_of(s, &rooms, &nr, &rcap, sl->t, cv[i].topic);
 		if (*budget <= 0) {
-			again = 1;
-			break;
-		}
-		cap = s->hooks.capacity != NULL ? s->hooks.capacity(t->name,
-		    topic, s->hooks.arg) : s->cfg.batch;
-		if (cap <= 0) {
-			blocked = 1;
+			sl->again = 1;
+			rm->want--;
 			continue;
 		}
-		n = cap < s->cfg.batch ? cap : s->cfg.batch;
+		if (rm->left <= 0) {
+			sl->blocked = 1;
+			rm->want--;
+			continue;
+		}
+		n = (rm->left + rm->want - 1) / rm->want;
+		if (n > s->cfg.batch)
+			n = s->cfg.batch;
+		rm->left -= n;
+		rm->want--;
+		if (sched_st_reserve_append(s, c, sl->t->name, sl->shard,
+		    cv[i].topic, n, cv[i].ttr_ms) == -1) {
+			sl->again = 1;
+			continue;
+		}
+		cv[i].n = n;
+		cv[i].sent = 1;
 		(*budget)--;
-		if (sched_st_reserve(s, c, t->name, shard, topic, n,
-		    info.timeout_ms + SCHED_PUSH_MARGIN_MS, 0, &jobs, &njobs,
-		    broken) != SCHED_OK)
+	}
+	if (read_replies(c, cv, nc, broken) == -1)
+		goto out;
+	for (i = 0; i < nc; i++) {
+		if (!cv[i].sent)
 			continue;
-		for (j = 0; j < njobs; j++) {
-			sched_transition(s, jobs[j], SCHED_READY,
+		sl = cv[i].sl;
+		r = cv[i].r;
+		cv[i].r = NULL;
+		e = sched_st_reserve_reply(s, c, r, sl->t->name, sl->shard,
+		    cv[i].topic, cv[i].n, cv[i].ttr_ms, &jobs, &njobs, broken);
+		if (e != SCHED_OK)
+			continue;
+		for (k = 0; k < njobs; k++) {
+			sched_transition(s, jobs[k], SCHED_READY,
 			    SCHED_IN_FLIGHT, NULL);
 			if (s->hooks.deliver != NULL)
-				s->hooks.deliver(jobs[j], s->hooks.arg);
+				s->hooks.deliver(jobs[k], s->hooks.arg);
 			else
-				sched_job_free(jobs[j]);
+				sched_job_free(jobs[k]);
 		}
 		free(jobs);
-		if ((int)njobs == n)
-			again = 1;
+		if ((int)njobs == cv[i].n)
+			sl->again = 1;
 	}
-	freeReplyObject(r);
-	pthread_mutex_lock(&s->lock);
-	t->ready[shard] = (unsigned char)again;
-	if (blocked)
-		t->blocked[shard] = 1;
-	pthread_mutex_unlock(&s->lock);
-	return again;
+	for (i = 0; i < nsl; i++) {
+		if (!(sl = &sv[i])->dispatch)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		sl->t->ready[sl->shard] = sl->again;
+		if (sl->blocked)
+			sl->t->blocked[sl->shard] = 1;
+		pthread_mutex_unlock(&s->lock);
+		*more |= sl->again;
+	}
+out:
+	if (rv != NULL)
+		replies_free(rv, np);
+	calls_free(cv, nc);
+	free(rooms);
 }
 
 /* One pass over the owned shards; 1 when work is left for the next. */
@@ -376,9 +625,11 @@ static int
 pass(struct sched *s, redisContext *c, int *spin, int *broken)
 {
 	struct sched_tenant **tv, *t;
-	size_t nt, k, i;
+	struct slot *sv = NULL, *sl;
+	size_t nt, k, i, nsl = 0;
 	int64_t now, due, dl;
 	int budget = PASS_BUDGET, more = 0, shard, rdy, unblock;
+	uint32_t gen;
 
 	pthread_mutex_lock(&s->lock);
 	unblock = s->unblock;
@@ -398,41 +649,51 @@ pass(struct sched *s, redisContext *c, int *spin, int *broken)
 
 	tv = tenants_snapshot(s, &nt);
 	now = sched_now_ms(s);
-	for (k = 0; k < nt && !*broken; k++) {
+	sv = xcalloc(nt * (size_t)s->cfg.shards + 1, sizeof(*sv));
+	for (k = 0; k < nt; k++) {
 		t = tv[(s->rr + k) % nt];
-		for (shard = 0; shard < s->cfg.shards && !*broken; shard++) {
+		for (shard = 0; shard < s->cfg.shards; shard++) {
 			if (!owned(s, shard))
 				continue;
-			if (budget <= 0) {
-				more = 1;
-				goto out;
-			}
 			pthread_mutex_lock(&s->lock);
 			due = t->next_due_ms[shard];
 			dl = t->next_deadline_ms[shard];
 			rdy = t->ready[shard];
+			gen = t->gen[shard];
 			pthread_mutex_unlock(&s->lock);
-			if (due <= now)
-				promote_shard(s, c, t, shard, now, &budget,
-				    spin, broken);
-			if (dl <= now && !*broken)
-				expire_shard(s, c, t, shard, now, &budget,
-				    broken);
-			pthread_mutex_lock(&s->lock);
-			rdy = t->ready[shard];
-			pthread_mutex_unlock(&s->lock);
-			if (rdy && !*broken)
-				more |= dispatch_shard(s, c, t, shard,
-				    &budget, broken);
-			pthread_mutex_lock(&s->lock);
-			if (t->next_due_ms[shard] <= now && !*spin)
-				more = 1;
-			pthread_mutex_unlock(&s->lock);
+			if (due > now && dl > now && !rdy)
+				continue;
+			sl = &sv[nsl++];
+			sl->t = t;
+			sl->shard = shard;
+			sl->gen0 = gen;
+			sl->promote = due <= now;
+			sl->expire = dl <= now;
 		}
 	}
+	if (nsl == 0 || sched_st_pipe_prepare(s, c, broken) == -1)
+		goto out;
+	promote_all(s, c, sv, nsl, now, &budget, spin, &more, broken);
+	for (i = 0; i < nsl && !*broken; i++)
+		if (sv[i].expire) {
+			if (budget <= 0) {
+				more = 1;
+				break;
+			}
+			expire_shard(s, c, sv[i].t, sv[i].shard, now, &budget,
+			    broken);
+		}
+	if (!*broken)
+		dispatch_all(s, c, sv, nsl, &budget, &more, broken);
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < nsl; i++)
+		if (sv[i].t->next_due_ms[sv[i].shard] <= now && !*spin)
+			more = 1;
+	pthread_mutex_unlock(&s->lock);
 out:
 	if (nt > 0)
 		s->rr = (s->rr + 1) % nt;
+	free(sv);
 	free(tv);
 	return more;
 }
@@ -459,6 +720,55 @@ learn_tenants(struct sched *s, redisContext *c, int *broken)
 }
 
 /*
+ * Redis time minus ours, for deciding when to ask (never what is due).  One
+ * heartbeat's sample is off by up to half its round trip, and on a busy
+ * machine a round trip can take tens of ms: a timer that thinks it earlier
+ * than it is wakes that much late, one that thinks it later asks early and
+ * is told to wait.  So each sweep takes a TIME sample and the one with the
+ * shortest round trip of the last SCHED_OFFSET_SAMPLES is used (NTP's filter).
+ */
+static void
+measure_offset(struct sched *s, redisContext *c, int *broken)
+{
+	redisReply *r;
+	int64_t m0, m1, w0, srv, rtt, off;
+	size_t i, n, best;
+
+	if (s->cfg.fake_clock)
+		return;
+	m0 = clock_mono_us();
+	w0 = clock_wall_ms();
+	r = redisCommand(c, "TIME");
+	m1 = clock_mono_us();
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING) {
+		(void)sched_reply_err(c, r, broken, "TIME");
+		goto out;
+	}
+	srv = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+	    strtoll(r->element[1]->str, NULL, 10);
+	/* w0 is truncated to the ms: its middle, plus half the trip. */
+	n = s->noff % SCHED_OFFSET_SAMPLES;
+	s->off_us[n] = srv - (w0 * 1000 + 500 + (m1 - m0) / 2);
+	s->rtt_us[n] = m1 - m0;
+	s->noff++;
+	n = s->noff < SCHED_OFFSET_SAMPLES ? s->noff : SCHED_OFFSET_SAMPLES;
+	for (i = 1, best = 0, rtt = s->rtt_us[0]; i < n; i++)
+		if (s->rtt_us[i] < rtt) {
+			rtt = s->rtt_us[i];
+			best = i;
+		}
+	off = s->off_us[best];
+	off = off >= 0 ? (off + 500) / 1000 : -((-off + 500) / 1000);
+	__atomic_store_n(&s->offset_best_ms, off, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->offset_best_ok, 1, __ATOMIC_RELEASE);
+out:
+	if (r != NULL)
+		freeReplyObject(r);
+}
+
+/*
  * Re-reads every owned shard's heads (one pipeline): the earliest delay, the
  * earliest deadline, whether topics have ready jobs, the oldest finished
  * job; then purges the shards whose oldest finished job is past retention.
@@ -476,6 +786,9 @@ sweep(struct sched *s, redisContext *c, int *broken)
 	int shard, j, n, more, calls;
 	int64_t cut = sched_now_ms(s) - s->cfg.retention_ms;
 
+	measure_offset(s, c, broken);
+	if (*broken)
+		return;
 	learn_tenants(s, c, broken);
 	if (*broken)
 		return;
