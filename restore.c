@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/jobs_journal.h"
 #include "conf.h"
 #include "journal/journal.h"
 #include "restore.h"
@@ -276,36 +277,15 @@ static int
 job_cb(const struct jrnl_job *jj, void *arg)
 {
 	struct jobs_ctx *jc = arg;
-	struct sched_job job;
 	struct log_obj lo = { jj->tenant, jj->topic, jj->id, jj->attempts };
 	enum sched_err e;
-	int created = 0, st;
+	int created = 0;
 
 	jc->seen++;
 	snprintf(jc->last_tenant, sizeof(jc->last_tenant), "%s", jj->tenant);
 	snprintf(jc->last_id, sizeof(jc->last_id), "%s", jj->id);
-	memset(&job, 0, sizeof(job));
-	if (strlen(jj->id) >= sizeof(job.id)) {
-		log_obj(LOG_LVL_WARN, &lo, "restore: id too long; skipped");
-		jc->c->failed++;
-		return 0;
-	}
-	snprintf(job.id, sizeof(job.id), "%s", jj->id);
-	job.tenant = (char *)(uintptr_t)jj->tenant;
-	job.topic = (char *)(uintptr_t)jj->topic;
-	job.bizkey = (char *)(uintptr_t)jj->bizkey;
-	st = jj->state != NULL ? sched_state_parse(jj->state) : -1;
-	job.state = st >= 0 ? (enum sched_state)st : SCHED_SCHEDULED;
-	job.due_ms = jj->due_ms;
-	job.created_ms = jj->created_ms;
-	job.priority = jj->priority;
-	job.attempts = jj->attempts;
-	job.body = (char *)(uintptr_t)jj->body;
-	job.body_len = jj->body_len;
-	job.headers_json = (char *)(uintptr_t)jj->headers_json;
-	job.schedule = (char *)(uintptr_t)jj->schedule;
-	job.ttr_ms = jj->ttr_ms;
-	e = sched_restore_job(jc->r->cfg.sched, &job, &created);
+	e = (enum sched_err)api_restore_journal_job(jc->r->cfg.sched, jj,
+	    &created);
 	if (e == SCHED_EUNAVAIL) {
 		jc->err = e;
 		return 1;

@@ -260,3 +260,32 @@ api_job_list(struct api_req *req)
 	    json_object_new_string(lc.last) : NULL);
 	api_reply_json(req, 200, o);
 }
+
+int
+api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
+    int *created)
+{
+	struct sched_job job;
+	int st;
+
+	*created = 0;
+	memset(&job, 0, sizeof(job));
+	if (strlen(jj->id) >= sizeof(job.id))
+		return SCHED_EINVAL;
+	snprintf(job.id, sizeof(job.id), "%s", jj->id);
+	job.tenant = (char *)(uintptr_t)jj->tenant;
+	job.topic = (char *)(uintptr_t)jj->topic;
+	job.bizkey = (char *)(uintptr_t)jj->bizkey;
+	st = jj->state != NULL ? sched_state_parse(jj->state) : -1;
+	job.state = st >= 0 ? (enum sched_state)st : SCHED_SCHEDULED;
+	job.due_ms = jj->due_ms;
+	job.created_ms = jj->created_ms;
+	job.priority = jj->priority;
+	job.attempts = jj->attempts;
+	job.body = (char *)(uintptr_t)jj->body;
+	job.body_len = jj->body_len;
+	job.headers_json = (char *)(uintptr_t)jj->headers_json;
+	job.schedule = (char *)(uintptr_t)jj->schedule;
+	job.ttr_ms = jj->ttr_ms;
+	return (int)sched_restore_job(s, &job, created);
+}

@@ -33,4 +33,15 @@ void	api_journal_repair(struct api_req *req, const char *tenant,
 /* GET /v1/jobs. */
 void	api_job_list(struct api_req *req);
 
+struct jrnl_job;
+struct sched;
+/*
+ * Put one job as the journal holds it back into Redis (sched_restore_job:
+ * nothing if the id is there already; *created says which).  The one
+ * conversion from a journal row to a job, for the restore routes and the
+ * automatic restore.  SCHED_EINVAL for an id too long to be a job's.
+ */
+int	api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
+	    int *created);
+
 #endif

@@ -25,6 +25,7 @@
 
 #include "api/api.h"
 #include "api/internal.h"
+#include "api/jobs_journal.h"
 #include "api/validate.h"
 #include "journal/journal.h"
 #include "scheduler/registry.h"
@@ -175,9 +176,7 @@ static int
 restore_one(const struct jrnl_job *jj, void *arg)
 {
 	struct restore_ctx *rc = arg;
-	struct sched_job job;
 	int created = 0;
-	int st;
 
 	rc->seen++;
 	snprintf(rc->last_tenant, sizeof(rc->last_tenant), "%s", jj->tenant);
@@ -188,27 +187,7 @@ restore_one(const struct jrnl_job *jj, void *arg)
 		rc->skipped++;
 		return 0;
 	}
-	memset(&job, 0, sizeof(job));
-	if (strlen(jj->id) >= sizeof(job.id)) {
-		rc->failed++;
-		return 0;
-	}
-	snprintf(job.id, sizeof(job.id), "%s", jj->id);
-	job.tenant = (char *)(uintptr_t)jj->tenant;
-	job.topic = (char *)(uintptr_t)jj->topic;
-	job.bizkey = (char *)(uintptr_t)jj->bizkey;
-	st = jj->state != NULL ? sched_state_parse(jj->state) : -1;
-	job.state = st >= 0 ? (enum sched_state)st : SCHED_SCHEDULED;
-	job.due_ms = jj->due_ms;
-	job.created_ms = jj->created_ms;
-	job.priority = jj->priority;
-	job.attempts = jj->attempts;
-	job.body = (char *)(uintptr_t)jj->body;
-	job.body_len = jj->body_len;
-	job.headers_json = (char *)(uintptr_t)jj->headers_json;
-	job.schedule = (char *)(uintptr_t)jj->schedule;
-	job.ttr_ms = jj->ttr_ms;
-	if (sched_restore_job(rc->sched, &job, &created) != SCHED_OK)
+	if (api_restore_journal_job(rc->sched, jj, &created) != SCHED_OK)
 		rc->failed++;
 	else if (created)
 		rc->restored++;
