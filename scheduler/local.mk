@@ -49,3 +49,4 @@ tests_unit_test_sched_LDADD = libscheduler.a libschedules.a libutil.a \
 endif
 libscheduler_a_SOURCES += scheduler/registry.c scheduler/registry.h
 libscheduler_a_SOURCES += scheduler/registry_restore.c scheduler/registry_int.h
+libscheduler_a_SOURCES += scheduler/sched_batch.h

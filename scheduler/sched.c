@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler/sched_batch.h"
 #include "scheduler/sched_int.h"
 #include "util/clock.h"
 #include "util/crypto.h"
@@ -620,39 +621,35 @@ is_push(struct sched *s, const struct sched_job *job)
 	    job->topic, &info, s->hooks.arg) == 0 && info.push;
 }
 
-enum sched_err
-sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
-    const char *token, const struct schedule_outcome *outcome,
-    const struct sched_attempt *attempt, int expire_only,
-    struct schedule_decision *decision, int *broken)
+/*
+ * What to do after an attempt: the decision and its verdict.  A retry
+ * waits from the end of the attempt, not from when its outcome is applied
+ * (the reporter may have queued it a while): the end is its start plus its
+ * latency, rounded up (both are whole ms), on Redis time, and never later
+ * than now (with the fake clock, which stands still, that is now).
+ */
+static void
+decide(struct sched *s, const struct sched_job *job,
+    const struct schedule_outcome *outcome,
+    const struct sched_attempt *attempt, struct schedule_decision *d,
+    enum sched_verdict_x *v, int64_t *now_out)
 {
 	struct sched_topic_info info;
 	struct retry_schedule rs;
-	struct schedule_decision d;
-	struct sched_attempt synth;
-	enum sched_verdict_x v;
-	enum sched_state to = SCHED_IN_FLIGHT;
-	enum sched_err e;
 	int64_t now = sched_now_ms(s), end;
 	int have = 0;
 
-	/*
-	 * A retry waits from the end of the attempt, not from when its
-	 * outcome is applied (the reporter may have queued it a while): the
-	 * end is its start plus its latency, rounded up (both are whole ms),
-	 * on Redis time.  Never later than now (with the fake clock, which
-	 * stands still, that is now).
-	 */
 	if (attempt != NULL && attempt->at_ms > 0 && attempt->latency_ms > 0) {
 		end = attempt->at_ms + attempt->latency_ms + 1 +
-		    (sched_now_ms(s) - clock_wall_ms());
+		    (now - clock_wall_ms());
 		if (end < now)
 			now = end;
 	}
+	*now_out = now;
 	if (outcome->kind == SCHEDULE_OK) {
-		d.verdict = SCHEDULE_DONE;
-		d.next_ms = 0;
-		d.reason = "ok";
+		d->verdict = SCHEDULE_DONE;
+		d->next_ms = 0;
+		d->reason = "ok";
 	} else {
 		if (job->schedule != NULL && schedule_parse(job->schedule,
 		    strlen(job->schedule), 0, &rs, NULL) == 0)
@@ -664,54 +661,89 @@ sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
 			have = 1;
 		}
 		if (have) {
-			d = schedule_decide(&rs, job->attempts + 1, outcome,
+			*d = schedule_decide(&rs, job->attempts + 1, outcome,
 			    now, s->cfg.retry_after_cap_ms);
 		} else {
-			d.verdict = SCHEDULE_DEAD;
-			d.next_ms = 0;
-			d.reason = "the topic is gone";
+			d->verdict = SCHEDULE_DEAD;
+			d->next_ms = 0;
+			d->reason = "the topic is gone";
 		}
 	}
-	switch (d.verdict) {
+	switch (d->verdict) {
 	case SCHEDULE_DONE:
-		v = SCHED_V_DONE;
+		*v = SCHED_V_DONE;
 		break;
 	case SCHEDULE_RETRY:
-		v = SCHED_V_RETRY;
+		*v = SCHED_V_RETRY;
 		break;
 	default:
-		v = SCHED_V_DEAD;
+		*v = SCHED_V_DEAD;
 		break;
 	}
-	if (attempt == NULL) {
-		memset(&synth, 0, sizeof(synth));
-		synth.at_ms = now;
-		if (outcome->kind != SCHEDULE_OK)
-			synth.error = (char *)schedule_outcome_name(
-			    outcome->kind);
-		attempt = &synth;
-	}
+}
+
+/* The job after its outcome was applied (to): logged and reported. */
+static void
+applied(struct sched *s, struct sched_job *job,
+    const struct schedule_outcome *outcome,
+    const struct schedule_decision *d, enum sched_verdict_x v,
+    enum sched_state to, const struct sched_attempt *attempt)
+{
+	struct log_obj lo;
+
+	job->attempts++;
+	job->state = to;
+	if (v == SCHED_V_RETRY)
+		job->due_ms = d->next_ms;
+	job->token[0] = '\0';
+	job->deadline_ms = 0;
+	lo.tenant = job->tenant;
+	lo.topic = job->topic;
+	lo.job = job->id;
+	lo.attempt = job->attempts;
+	log_obj(LOG_LVL_DEBUG, &lo, "attempt %s: %s (%s)",
+	    schedule_outcome_name(outcome->kind), sched_state_name(to),
+	    d->reason != NULL ? d->reason : "");
+	sched_transition(s, job, SCHED_IN_FLIGHT, to, attempt);
+}
+
+/* The attempt to log: the caller's, else one made up at now. */
+static const struct sched_attempt *
+attempt_or(const struct sched_attempt *attempt,
+    const struct schedule_outcome *outcome, int64_t now,
+    struct sched_attempt *synth)
+{
+	if (attempt != NULL)
+		return attempt;
+	memset(synth, 0, sizeof(*synth));
+	synth->at_ms = now;
+	if (outcome->kind != SCHEDULE_OK)
+		synth->error = (char *)schedule_outcome_name(outcome->kind);
+	return synth;
+}
+
+enum sched_err
+sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
+    const char *token, const struct schedule_outcome *outcome,
+    const struct sched_attempt *attempt, int expire_only,
+    struct schedule_decision *decision, int *broken)
+{
+	struct schedule_decision d;
+	struct sched_attempt synth;
+	enum sched_verdict_x v;
+	enum sched_state to = SCHED_IN_FLIGHT;
+	enum sched_err e;
+	int64_t now;
+
+	decide(s, job, outcome, attempt, &d, &v, &now);
+	attempt = attempt_or(attempt, outcome, now, &synth);
 	e = sched_st_finish(s, c, job, token, v, d.next_ms, attempt,
 	    expire_only, &to, broken);
 	if (e != SCHED_OK)
 		return e;
 	if (decision != NULL)
 		*decision = d;
-	job->attempts++;
-	job->state = to;
-	if (v == SCHED_V_RETRY)
-		job->due_ms = d.next_ms;
-	job->token[0] = '\0';
-	job->deadline_ms = 0;
-	{
-		struct log_obj lo = { job->tenant, job->topic, job->id,
-		    job->attempts };
-
-		log_obj(LOG_LVL_DEBUG, &lo, "attempt %s: %s (%s)",
-		    schedule_outcome_name(outcome->kind),
-		    sched_state_name(to), d.reason != NULL ? d.reason : "");
-	}
-	sched_transition(s, job, SCHED_IN_FLIGHT, to, attempt);
+	applied(s, job, outcome, &d, v, to, attempt);
 	if (is_push(s, job))
 		sched_timer_wake(s, 1);
 	return SCHED_OK;
@@ -756,6 +788,207 @@ sched_report(struct sched *s, const char *tenant, const char *id,
 	give(s, c, broken);
 	sched_job_free(job);
 	return e;
+}
+
+/* One outcome of a batch on its way through sched_report_many(). */
+struct many {
+	struct sched_job		*job;
+	const struct sched_attempt	*att;
+	struct sched_attempt		 synth;
+	struct schedule_decision	 d;
+	enum sched_verdict_x		 v;
+	redisReply			*r;
+	int				 step;	/* enum below */
+};
+
+enum { M_DONE, M_READ, M_FINISH, M_SLOW };
+
+/* Appends the read of each item's record; step M_READ when sent. */
+static void
+many_read(struct sched *s, redisContext *c, struct sched_report_item *v,
+    struct many *m, size_t n)
+{
+	char idk[SCHED_IDKEY_MAX], kj[SCHED_KEY_MAX];
+	size_t i, idklen;
+
+	for (i = 0; i < n; i++) {
+		if (v[i].token == NULL ||
+		    strlen(v[i].token) != SCHED_TOKEN_LEN) {
+			v[i].err = SCHED_ESTALE;
+			continue;
+		}
+		if (!sched_valid_tenant(v[i].tenant) ||
+		    sched_idkey(v[i].id, idk, &idklen) == -1) {
+			m[i].step = M_SLOW;	/* its own error there */
+			continue;
+		}
+		sched_key(kj, v[i].tenant, sched_shard_of(s, v[i].id), "j",
+		    NULL);
+		if (redisAppendCommand(c, "HGET %s %b", kj, idk, idklen) !=
+		    REDIS_OK) {
+			m[i].step = M_SLOW;
+			continue;
+		}
+		m[i].step = M_READ;
+	}
+}
+
+/* Reads the replies of the items at step; -1 with *broken. */
+static int
+many_replies(redisContext *c, struct sched_report_item *v, struct many *m,
+    size_t n, int step, int *broken)
+{
+	void *rep;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (m[i].step != step)
+			continue;
+		if (redisGetReply(c, &rep) != REDIS_OK) {
+			*broken = 1;
+			for (; i < n; i++)
+				if (m[i].step == step) {
+					v[i].err = SCHED_EUNAVAIL;
+					m[i].step = M_DONE;
+				}
+			return -1;
+		}
+		m[i].r = rep;
+	}
+	return 0;
+}
+
+/* Checks each record read and appends its finish; step M_FINISH. */
+static void
+many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
+    struct many *m, size_t n, int *broken)
+{
+	char idk[SCHED_IDKEY_MAX];
+	redisReply *r;
+	size_t i, idklen;
+	int64_t now;
+
+	for (i = 0; i < n; i++) {
+		if (m[i].step != M_READ)
+			continue;
+		r = m[i].r;
+		m[i].r = NULL;
+		m[i].step = M_DONE;
+		if (r->type == REDIS_REPLY_NIL) {
+			m[i].step = M_SLOW;	/* a client id elsewhere? */
+		} else if (r->type != REDIS_REPLY_STRING) {
+			v[i].err = sched_reply_err(c, r, broken, "HGET");
+		} else if (sched_idkey(v[i].id, idk, &idklen) == -1 ||
+		    (m[i].job = sched_rec_decode(v[i].tenant,
+		    sched_shard_of(s, v[i].id), idk, idklen, r->str,
+		    r->len)) == NULL) {
+			log_warnx("redis: a malformed job record (%s)",
+			    v[i].id);
+			v[i].err = SCHED_EINTERNAL;
+		} else if (m[i].job->state != SCHED_IN_FLIGHT ||
+		    strcmp(m[i].job->token, v[i].token) != 0) {
+			v[i].err = SCHED_ESTALE;
+		} else {
+			if (v[i].release) {
+				m[i].v = SCHED_V_RELEASE;
+				m[i].att = NULL;
+			} else {
+				decide(s, m[i].job, &v[i].outcome,
+				    v[i].attempt, &m[i].d, &m[i].v, &now);
+				m[i].att = attempt_or(v[i].attempt,
+				    &v[i].outcome, now, &m[i].synth);
+			}
+			if (sched_st_finish_append(s, c, m[i].job,
+			    v[i].token, m[i].v, m[i].d.next_ms,
+			    m[i].att) == 0)
+				m[i].step = M_FINISH;
+			else
+				m[i].step = M_SLOW;
+		}
+		freeReplyObject(r);
+	}
+}
+
+void
+sched_report_many(struct sched *s, struct sched_report_item *v, size_t n)
+{
+	struct many *m;
+	redisContext *c;
+	enum sched_state to;
+	enum sched_err e;
+	size_t i;
+	int broken = 0, wake = 0;
+
+	if (n == 0)
+		return;
+	m = xcalloc(n, sizeof(*m));
+	for (i = 0; i < n; i++)
+		v[i].err = SCHED_EINTERNAL;
+	if ((c = take(s, 0, &e)) == NULL) {
+		for (i = 0; i < n; i++)
+			v[i].err = e;
+		goto out;
+	}
+	if (sched_st_pipe_prepare(s, c, &broken) == -1) {
+		for (i = 0; i < n; i++)
+			m[i].step = broken ? M_DONE : M_SLOW;
+		for (i = 0; i < n && broken; i++)
+			v[i].err = SCHED_EUNAVAIL;
+		give(s, c, broken);
+		goto slow;
+	}
+	many_read(s, c, v, m, n);
+	if (many_replies(c, v, m, n, M_READ, &broken) == 0)
+		many_finish(s, c, v, m, n, &broken);
+	if (!broken)
+		(void)many_replies(c, v, m, n, M_FINISH, &broken);
+	for (i = 0; i < n; i++) {
+		if (m[i].step != M_FINISH || m[i].r == NULL)
+			continue;
+		e = sched_st_finish_reply(s, c, m[i].r, m[i].job, v[i].token,
+		    m[i].v, m[i].d.next_ms, m[i].att, &to, &broken);
+		m[i].r = NULL;
+		m[i].step = M_DONE;
+		if ((v[i].err = e) != SCHED_OK)
+			continue;
+		if (v[i].release) {
+			m[i].job->state = to;
+			m[i].job->token[0] = '\0';
+			sched_transition(s, m[i].job, SCHED_IN_FLIGHT, to,
+			    NULL);
+		} else {
+			v[i].decision = m[i].d;
+			applied(s, m[i].job, &v[i].outcome, &m[i].d, m[i].v,
+			    to, m[i].att);
+		}
+		if (!wake && is_push(s, m[i].job))
+			wake = 1;
+	}
+	for (i = 0; i < n && broken; i++)
+		if (m[i].step == M_READ || m[i].step == M_FINISH)
+			v[i].err = SCHED_EUNAVAIL;	/* the link broke */
+	give(s, c, broken);
+slow:
+	for (i = 0; i < n; i++) {
+		if (m[i].step != M_SLOW)
+			continue;
+		if (v[i].release)
+			v[i].err = sched_release(s, v[i].tenant, v[i].id,
+			    v[i].token);
+		else
+			v[i].err = sched_report(s, v[i].tenant, v[i].id,
+			    v[i].token, &v[i].outcome, v[i].attempt,
+			    &v[i].decision);
+	}
+	if (wake)
+		sched_timer_wake(s, 1);
+out:
+	for (i = 0; i < n; i++) {
+		sched_job_free(m[i].job);
+		if (m[i].r != NULL)
+			freeReplyObject(m[i].r);
+	}
+	free(m);
 }
 
 enum sched_err

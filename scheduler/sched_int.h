@@ -210,6 +210,16 @@ enum sched_err sched_st_finish(struct sched *s, redisContext *c,
 	    enum sched_verdict_x v, int64_t next_ms,
 	    const struct sched_attempt *attempt, int expire_only,
 	    enum sched_state *to, int *broken);
+/* Pipelined finish (not an expiry), as sched_st_finish. */
+int	sched_st_finish_append(struct sched *s, redisContext *c,
+	    const struct sched_job *job, const char *token,
+	    enum sched_verdict_x v, int64_t next_ms,
+	    const struct sched_attempt *attempt);
+enum sched_err sched_st_finish_reply(struct sched *s, redisContext *c,
+	    redisReply *r, const struct sched_job *job, const char *token,
+	    enum sched_verdict_x v, int64_t next_ms,
+	    const struct sched_attempt *attempt, enum sched_state *to,
+	    int *broken);
 enum sched_err sched_st_restore(struct sched *s, redisContext *c,
 	    const struct sched_job *job, const char *rec, size_t reclen,
 	    int *created, int *broken);

@@ -216,7 +216,8 @@ int
 sched_st_pipe_prepare(struct sched *s, redisContext *c, int *broken)
 {
 	if (pipe_sha(s, c, SCRIPT_PROMOTE, sched_lua_promote, broken) == -1 ||
-	    pipe_sha(s, c, SCRIPT_RESERVE, sched_lua_reserve, broken) == -1)
+	    pipe_sha(s, c, SCRIPT_RESERVE, sched_lua_reserve, broken) == -1 ||
+	    pipe_sha(s, c, SCRIPT_FINISH, sched_lua_finish, broken) == -1)
 		return -1;
 	return 0;
 }
@@ -643,52 +644,55 @@ sched_st_reserve_reply(struct sched *s, redisContext *c, redisReply *r,
 	return reserve_parse(r, tenant, shard, jobs, njobs);
 }
 
-enum sched_err
-sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
-    const char *token, enum sched_verdict_x v, int64_t next_ms,
-    const struct sched_attempt *attempt, int expire_only,
-    enum sched_state *to, int *broken)
+/* The arguments of finish.lua (att.data until buf_free(&att)). */
+struct finish_args {
+	char		 idk[SCHED_IDKEY_MAX], next[24], tag[SCHED_KEY_MAX];
+	const char	*args[8];
+	size_t		 lens[8];
+	struct buf	 att;
+};
+
+static int
+finish_args(struct sched *s, struct finish_args *fa,
+    const struct sched_job *job, const char *token, enum sched_verdict_x v,
+    int64_t next_ms, const struct sched_attempt *attempt, int expire_only)
 {
 	static const char *const verdicts[] = {
 		[SCHED_V_DONE] = "done", [SCHED_V_RETRY] = "retry",
 		[SCHED_V_DEAD] = "dead", [SCHED_V_RELEASE] = "release",
 	};
-	char idk[SCHED_IDKEY_MAX], next[24], tag[SCHED_KEY_MAX];
-	const char *args[8];
-	size_t lens[8], idklen;
-	struct buf att;
-	redisReply *r = NULL;
-	enum sched_err e;
+	size_t idklen;
+	int i;
+
+	if (sched_idkey(job->id, fa->idk, &idklen) == -1)
+		return -1;
+	buf_init(&fa->att, 4096);
+	if (v != SCHED_V_RELEASE)
+		sched_attempt_encode(attempt, sched_now_ms(s), &fa->att);
+	lld(fa->next, next_ms);
+	sched_tag(fa->tag, job->tenant, job->shard);
+	fa->args[0] = fa->idk;
+	fa->args[1] = job->topic;
+	fa->args[2] = token;
+	fa->args[3] = verdicts[v];
+	fa->args[4] = fa->next;
+	fa->args[5] = fa->att.data != NULL ? fa->att.data : "";
+	fa->args[6] = expire_only ? "1" : "0";
+	fa->args[7] = fa->tag;
+	for (i = 0; i < 8; i++)
+		fa->lens[i] = strlen(fa->args[i]);
+	fa->lens[0] = idklen;
+	fa->lens[5] = fa->att.len;
+	return 0;
+}
+
+/* The reply of finish (freed here). */
+static enum sched_err
+finish_parse(redisReply *r, enum sched_state *to)
+{
+	enum sched_err e = SCHED_OK;
 	long long code, st;
 
-	if (sched_idkey(job->id, idk, &idklen) == -1)
-		return SCHED_EINVAL;
-	buf_init(&att, 4096);
-	if (v != SCHED_V_RELEASE)
-		sched_attempt_encode(attempt, sched_now_ms(s), &att);
-	lld(next, next_ms);
-	sched_tag(tag, job->tenant, job->shard);
-	args[0] = idk;
-	lens[0] = idklen;
-	args[1] = job->topic;
-	args[2] = token;
-	args[3] = verdicts[v];
-	args[4] = next;
-	args[5] = att.data != NULL ? att.data : "";
-	lens[5] = att.len;
-	args[6] = expire_only ? "1" : "0";
-	args[7] = tag;
-	lens[1] = strlen(args[1]);
-	lens[2] = strlen(args[2]);
-	lens[3] = strlen(args[3]);
-	lens[4] = strlen(args[4]);
-	lens[6] = 1;
-	lens[7] = strlen(tag);
-	e = run(s, c, SCRIPT_FINISH, job->tenant, job->shard, "jfdhxzcbart",
-	    job->topic, 8, args, lens, &r, broken);
-	buf_free(&att);
-	if (e != SCHED_OK)
-		return e;
 	if (el_int(r, 0, &code) == -1)
 		e = SCHED_EINTERNAL;
 	else if (code == SCHED_R_NOTYET)
@@ -701,6 +705,59 @@ sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
 		*to = (enum sched_state)st;
 	freeReplyObject(r);
 	return e;
+}
+
+enum sched_err
+sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
+    const char *token, enum sched_verdict_x v, int64_t next_ms,
+    const struct sched_attempt *attempt, int expire_only,
+    enum sched_state *to, int *broken)
+{
+	struct finish_args fa;
+	redisReply *r = NULL;
+	enum sched_err e;
+
+	if (finish_args(s, &fa, job, token, v, next_ms, attempt,
+	    expire_only) == -1)
+		return SCHED_EINVAL;
+	e = run(s, c, SCRIPT_FINISH, job->tenant, job->shard, "jfdhxzcbart",
+	    job->topic, 8, fa.args, fa.lens, &r, broken);
+	buf_free(&fa.att);
+	if (e != SCHED_OK)
+		return e;
+	return finish_parse(r, to);
+}
+
+int
+sched_st_finish_append(struct sched *s, redisContext *c,
+    const struct sched_job *job, const char *token, enum sched_verdict_x v,
+    int64_t next_ms, const struct sched_attempt *attempt)
+{
+	struct finish_args fa;
+	int rc;
+
+	if (finish_args(s, &fa, job, token, v, next_ms, attempt, 0) == -1)
+		return -1;
+	rc = append(s, c, SCRIPT_FINISH, job->tenant, job->shard,
+	    "jfdhxzcbart", job->topic, 8, fa.args, fa.lens);
+	buf_free(&fa.att);
+	return rc;
+}
+
+enum sched_err
+sched_st_finish_reply(struct sched *s, redisContext *c, redisReply *r,
+    const struct sched_job *job, const char *token, enum sched_verdict_x v,
+    int64_t next_ms, const struct sched_attempt *attempt,
+    enum sched_state *to, int *broken)
+{
+	enum sched_err e;
+
+	if (noscript(r))
+		return sched_st_finish(s, c, job, token, v, next_ms, attempt,
+		    0, to, broken);
+	if ((e = reply_ok(c, r, broken, SCRIPT_FINISH)) != SCHED_OK)
+		return e;
+	return finish_parse(r, to);
 }
 
 enum sched_err

@@ -271,7 +271,7 @@ struct call {
 	char		*topic;
 	int		 n;		/* reserve: jobs asked; 0: not sent */
 	int64_t		 ttr_ms;
-	int		 more;		/* promote: call again */
+	int		 more;		/* promote: due, to be called */
 	int		 sent;
 	redisReply	*r;
 };
@@ -407,52 +407,53 @@ promote_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 			cv[nc - 1].more = 1;
 		}
 	}
-	/* Rounds: every call still due, up to the budget, in one pipeline. */
-	for (;;) {
-		for (i = 0, left = 0; i < nc; i++) {
-			cv[i].sent = 0;
-			if (!cv[i].more || cv[i].sl->failed)
-				continue;
-			if (*budget <= 0) {
-				*more = 1;
-				break;
-			}
-			if (sched_st_promote_append(s, c, cv[i].sl->t->name,
-			    cv[i].sl->shard, cv[i].topic) == -1)
-				continue;
-			cv[i].sent = 1;
-			(*budget)--;
-			left++;
-		}
-		if (left == 0)
+	/*
+	 * One round per pass, every due topic's call in one pipeline (up to
+	 * the budget): a burst is promoted a batch per topic and shard at a
+	 * time, and dispatch starts after the first round, not the last.
+	 */
+	for (i = 0, left = 0; i < nc; i++) {
+		cv[i].sent = 0;
+		if (!cv[i].more || cv[i].sl->failed)
+			continue;
+		if (*budget <= 0) {
+			*more = 1;
 			break;
-		if (read_replies(c, cv, nc, broken) == -1)
-			goto out;
-		for (i = 0; i < nc; i++) {
-			if (!cv[i].sent)
-				continue;
-			sl = cv[i].sl;
-			r = cv[i].r;
-			cv[i].r = NULL;
-			cv[i].more = 0;
-			e = sched_st_promote_reply(s, c, r, sl->t->name,
-			    sl->shard, cv[i].topic, &moved, &m, &head, broken);
-			if (e != SCHED_OK) {
-				/* Logged; do not hammer Redis with it. */
-				if (!*broken && !sl->failed)
-					store_due(s, sl->t, sl->shard,
-					    sl->gen0, now + s->cfg.sweep_ms);
-				sl->failed = 1;
-				continue;
-			}
-			sl->called = 1;
-			sl->moved += moved;
-			sl->head = head;
-			cv[i].more = m;
 		}
-		if (*broken)
-			goto out;
+		if (sched_st_promote_append(s, c, cv[i].sl->t->name,
+		    cv[i].sl->shard, cv[i].topic) == -1)
+			continue;
+		cv[i].sent = 1;
+		(*budget)--;
+		left++;
 	}
+	if (left > 0 && read_replies(c, cv, nc, broken) == -1)
+		goto out;
+	for (i = 0; i < nc; i++) {
+		if (!cv[i].sent)
+			continue;
+		sl = cv[i].sl;
+		r = cv[i].r;
+		cv[i].r = NULL;
+		cv[i].more = 0;
+		e = sched_st_promote_reply(s, c, r, sl->t->name,
+		    sl->shard, cv[i].topic, &moved, &m, &head, broken);
+		if (e != SCHED_OK) {
+			/* Logged; do not hammer Redis with it. */
+			if (!*broken && !sl->failed)
+				store_due(s, sl->t, sl->shard,
+				    sl->gen0, now + s->cfg.sweep_ms);
+			sl->failed = 1;
+			continue;
+		}
+		sl->called = 1;
+		sl->moved += moved;
+		sl->head = head;
+		if (m)
+			*more = 1;	/* the next pass goes on */
+	}
+	if (*broken)
+		goto out;
 	for (i = 0; i < nsl; i++) {
 		if (!(sl = &sv[i])->promote || sl->failed)
 			continue;
