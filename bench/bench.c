@@ -469,7 +469,8 @@ struct push_ctx {
 	const struct push_spec	*spec;
 	struct push_result	*res;
 	int64_t			 next;
-	int64_t			*slot_n;
+	int64_t			*slot_n;	/* jobs in each slot's request */
+	int64_t			*slot_first;	/* and the first one's number */
 	char			 path[256];
 	struct buf		 body;
 	char			 pad[512];
@@ -535,21 +536,34 @@ push_next(void *arg, int slot, struct buf *req)
 	    c->body.data, c->body.len) == -1)
 		return -1;
 	c->slot_n[slot] = k;
+	c->slot_first[slot] = c->next;
 	c->next += k;
 	return 1;
 }
 
-/* Results of a batch push that were accepted: objects with an id. */
-static int64_t
-batch_ok(const char *text)
+/* "Not now" answers: the daemon refused the job without failing. */
+static int
+refusal(int status)
+{
+	return status == 429 || status == 503;
+}
+
+/*
+ * Count the results of a batch push of njobs jobs numbered from first:
+ * accepted
+ * (objects with an id, marked in res->accepted), refused (status 429 or
+ * 503) and failed; the first job not accepted is described in
+ * res->first_error.
+ */
+static void
+batch_results(struct push_result *res, const char *text, int64_t first,
+    int64_t njobs)
 {
 	struct json_object *o, *arr = NULL, *e, *v;
-	int64_t ok = 0;
+	int64_t ok = 0, refused = 0;
 	size_t i, n;
 
 	o = json_tokener_parse(text);
-	if (o == NULL)
-		return 0;
 	if (json_object_is_type(o, json_type_array))
 		arr = o;
 	else if (json_object_is_type(o, json_type_object)) {
@@ -562,15 +576,28 @@ batch_ok(const char *text)
 		}
 	}
 	n = arr != NULL ? json_object_array_length(arr) : 0;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && (int64_t)i < njobs; i++) {
 		e = json_object_array_get_idx(arr, i);
 		if (json_object_is_type(e, json_type_object) &&
 		    json_object_object_get_ex(e, "id", &v) &&
-		    !json_object_object_get_ex(e, "error", &v))
+		    !json_object_object_get_ex(e, "error", &v)) {
 			ok++;
+			res->accepted[first + (int64_t)i] = 1;
+			continue;
+		}
+		if (json_object_object_get_ex(e, "status", &v) &&
+		    refusal(json_object_get_int(v)))
+			refused++;
+		if (res->first_error[0] == '\0')
+			snprintf(res->first_error, sizeof(res->first_error),
+			    "jobs[%zu]: %.200s", i,
+			    json_object_to_json_string_ext(e,
+			    JSON_C_TO_STRING_PLAIN));
 	}
 	json_object_put(o);
-	return ok;
+	res->ok += ok;
+	res->refused += refused;
+	res->failed += njobs - ok - refused;
 }
 
 static void
@@ -578,19 +605,33 @@ push_done(void *arg, int slot, const struct hc_resp *r)
 {
 	struct push_ctx *c = arg;
 	struct push_result *res = c->res;
-	int64_t k = c->slot_n[slot], ok = 0;
+	int64_t k = c->slot_n[slot], first = c->slot_first[slot];
 
 	samples_add(&res->lat_us, r->lat_us);
-	if (c->spec->batch > 1) {
-		if (r->status >= 200 && r->status < 300)
-			ok = batch_ok(r->body);
-	} else if (r->status == 201 || r->status == 200)
-		ok = 1;
-	res->ok += ok;
-	res->failed += k - ok;
-	if (ok < k && res->first_error[0] == '\0')
+	if (r->status == 201 || r->status == 200) {
+		if (c->spec->batch > 1) {
+			batch_results(res, r->body, first, k);
+			return;
+		}
+		res->ok++;
+		res->accepted[first] = 1;
+		return;
+	}
+	if (refusal(r->status))
+		res->refused += k;
+	else
+		res->failed += k;
+	if (res->first_error[0] == '\0')
 		snprintf(res->first_error, sizeof(res->first_error),
 		    "status %d: %.200s", r->status, r->body);
+}
+
+void
+push_result_free(struct push_result *res)
+{
+	samples_free(&res->lat_us);
+	free(res->accepted);
+	res->accepted = NULL;
 }
 
 int
@@ -613,6 +654,8 @@ bench_push(struct bench *b, const struct push_spec *spec,
 	    spec->batch > 1 ? ":batch" : "");
 	buf_init(&c.body, HC_MAX_BODY);
 	c.slot_n = xcalloc((size_t)spec->conc, sizeof(*c.slot_n));
+	c.slot_first = xcalloc((size_t)spec->conc, sizeof(*c.slot_first));
+	res->accepted = xcalloc((size_t)(spec->n > 0 ? spec->n : 1), 1);
 	p = hc_pool_new(&b->api, spec->conc, &ops, &c, CALL_TIMEOUT_MS);
 	if (p == NULL) {
 		rc = -1;
@@ -622,15 +665,17 @@ bench_push(struct bench *b, const struct push_spec *spec,
 	if (hc_pool_run(p, t0 + b->wait_ms * 1000) == -1)
 		rc = -1;
 	res->elapsed_us = hc_mono_us() - t0;
-	/* Jobs never handed out (deadline) count as failed. */
-	res->failed += spec->n - c.next;
-	if (res->failed > 0 && res->first_error[0] == '\0')
+	/* Jobs not answered before the deadline count as failed. */
+	if (res->ok + res->refused + res->failed < spec->n &&
+	    res->first_error[0] == '\0')
 		snprintf(res->first_error, sizeof(res->first_error),
 		    "%" PRId64 " jobs not pushed before the deadline",
-		    spec->n - c.next);
+		    spec->n - res->ok - res->refused - res->failed);
+	res->failed = spec->n - res->ok - res->refused;
 out:
 	hc_pool_free(p);
 	free(c.slot_n);
+	free(c.slot_first);
 	buf_free(&c.body);
 	return rc;
 }

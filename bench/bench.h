@@ -107,16 +107,25 @@ struct push_spec {
 	int64_t		 spread_ms;	/*   i * spread_ms / n (wall ms) */
 };
 
+/*
+ * A job is accepted (2xx), refused (429 or 503: the daemon said "not now",
+ * under load; reported, not a failure of a check), or failed (any other
+ * answer, a transport error, or not pushed before the deadline).
+ */
 struct push_result {
 	int64_t		 ok;
+	int64_t		 refused;
 	int64_t		 failed;
 	int64_t		 elapsed_us;
+	uint8_t		*accepted;	/* [n]: 1 when job i was accepted */
 	struct samples	 lat_us;	/* per request */
 	char		 first_error[256];
 };
 
+/* res is overwritten; free it with push_result_free(). */
 int	bench_push(struct bench *b, const struct push_spec *spec,
 	    struct push_result *res);
+void	push_result_free(struct push_result *res);
 /* The due time of job i of spec, wall ms. */
 int64_t	push_due_ms(const struct push_spec *spec, int64_t i);
 

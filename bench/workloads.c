@@ -73,6 +73,26 @@ redis_time_reset(struct bench *b)
 	bench_redis_cmdtime(b, 1, &usec, &calls);
 }
 
+/*
+ * Say what the push did not get in: refused jobs are a figure (the daemon
+ * said "not now" under load), failed ones fail the workload's checks.
+ */
+static void
+warn_push(struct bench *b, const char *name, const struct push_spec *s,
+    const struct push_result *r)
+{
+	if (r->refused > 0)
+		fprintf(stderr, "retryd-bench: %s: %" PRId64 " of %" PRId64
+		    " jobs refused (%s)\n", name, r->refused, s->n,
+		    r->first_error);
+	if (r->failed > 0) {
+		fprintf(stderr, "retryd-bench: %s: %" PRId64 " of %" PRId64
+		    " jobs failed (%s)\n", name, r->failed, s->n,
+		    r->first_error);
+		b->failures++;
+	}
+}
+
 static void
 emit_push(struct bench *b, const char *name, const struct push_spec *s,
     struct push_result *r, int64_t mem0, int64_t keys0, int64_t mem1,
@@ -85,6 +105,7 @@ emit_push(struct bench *b, const char *name, const struct push_spec *s,
 
 	jset_int(o, "jobs", s->n);
 	jset_int(o, "ok", r->ok);
+	jset_int(o, "refused", r->refused);
 	jset_int(o, "failed", r->failed);
 	jset_int(o, "batch", s->batch);
 	jset_int(o, "in_flight", s->conc);
@@ -102,12 +123,7 @@ emit_push(struct bench *b, const char *name, const struct push_spec *s,
 	if (r->first_error[0] != '\0')
 		jset_str(o, "first_error", r->first_error);
 	jset_bool(o, "ok_check", r->failed == 0);
-	if (r->failed > 0) {
-		fprintf(stderr, "retryd-bench: %s: %" PRId64 " of %" PRId64
-		    " jobs refused (%s)\n", name, r->failed, s->n,
-		    r->first_error);
-		b->failures++;
-	}
+	warn_push(b, name, s, r);
 	bench_emit(b, name, o);
 }
 
@@ -124,7 +140,7 @@ push_measured(struct bench *b, const char *name, const struct push_spec *s)
 	rc = bench_push(b, s, &r);
 	bench_redis_mem(b, &mem1, &keys1);
 	emit_push(b, name, s, &r, mem0, keys0, mem1, keys1);
-	samples_free(&r.lat_us);
+	push_result_free(&r);
 	return rc;
 }
 
@@ -157,6 +173,7 @@ struct once {
 	int64_t		 early;
 	int64_t		 bad;		/* unknown seq or wrong due time */
 	int64_t		 not_first;	/* arrived at attempt != 1 */
+	int64_t		 unaccepted;	/* delivered, though refused */
 	int64_t		 first_us;
 	int64_t		 last_us;
 	struct samples	 late_us;
@@ -164,7 +181,7 @@ struct once {
 
 static void
 check_once(const struct arrivals *a, const struct push_spec *s,
-    struct once *c)
+    const uint8_t *accepted, struct once *c)
 {
 	uint8_t *seen;
 	int64_t due, late, i;
@@ -177,6 +194,11 @@ check_once(const struct arrivals *a, const struct push_spec *s,
 
 		if (x->seq < 0 || x->seq >= s->n) {
 			c->bad++;
+			continue;
+		}
+		if (!accepted[x->seq]) {
+			/* Refused with 429/503, yet delivered. */
+			c->unaccepted++;
 			continue;
 		}
 		due = push_due_ms(s, x->seq);
@@ -200,7 +222,7 @@ check_once(const struct arrivals *a, const struct push_spec *s,
 			c->last_us = x->wall_us;
 	}
 	for (i = 0; i < s->n; i++)
-		if (!seen[i])
+		if (accepted[i] && !seen[i])
 			c->missing++;
 	free(seen);
 }
@@ -221,19 +243,21 @@ once_json(struct json_object *o, struct once *c)
 	jset_int(o, "early", c->early);
 	jset_int(o, "bad", c->bad);
 	jset_int(o, "not_first_attempt", c->not_first);
+	jset_int(o, "refused_but_delivered", c->unaccepted);
 	jset_pcts_ms(o, "late", &c->late_us);
 }
 
 /*
- * Push spec's jobs (due from lead ahead), wait for want arrivals under tag,
- * and fetch them.  *enq_late: the push ended after the first due time.
+ * Push spec's jobs (due from lead ahead), wait for per_job arrivals of each
+ * accepted job under tag, and fetch them.  *enq_late: the push ended after
+ * the first due time.
  */
 static int
 push_and_collect(struct bench *b, const char *name, struct push_spec *s,
-    int tag, int64_t want, int64_t last_due_ms, struct arrivals *a,
+    int tag, int per_job, int64_t last_due_ms, struct arrivals *a,
     struct push_result *r, int *enq_late, struct json_object *o)
 {
-	int64_t n;
+	int64_t n, want;
 
 	if (bench_rcv_reset(b) == -1) {
 		fprintf(stderr, "retryd-bench: %s: receiver reset failed\n",
@@ -241,11 +265,13 @@ push_and_collect(struct bench *b, const char *name, struct push_spec *s,
 		return -1;
 	}
 	redis_time_reset(b);
-	if (bench_push(b, s, r) == -1 || r->failed > 0) {
-		fprintf(stderr, "retryd-bench: %s: push failed: %" PRId64
-		    " refused (%s)\n", name, r->failed, r->first_error);
-		b->failures++;
-	}
+	if (bench_push(b, s, r) == -1)
+		fprintf(stderr, "retryd-bench: %s: the push ran out of time\n",
+		    name);
+	warn_push(b, name, s, r);
+	jset_int(o, "refused", r->refused);
+	jset_int(o, "failed", r->failed);
+	want = r->ok * per_job;
 	/* Redis's time for the push, then for the deliveries. */
 	jset_redis_time(b, o, "push", s->n, 1);
 	*enq_late = wall_ms() > s->base_ms;
@@ -287,14 +313,14 @@ timed_once(struct bench *b, const char *name, const char *topic, int tag,
 	s.base_ms = wall_ms() + b->lead_ms;
 	s.spread_ms = spread_ms;
 	o = json_object_new_object();
-	rc = push_and_collect(b, name, &s, tag, jobs, s.base_ms + spread_ms,
+	rc = push_and_collect(b, name, &s, tag, 1, s.base_ms + spread_ms,
 	    &a, &r, &enq_late, o);
 	if (rc == -1) {
-		samples_free(&r.lat_us);
+		push_result_free(&r);
 		json_object_put(o);
 		return -1;
 	}
-	check_once(&a, &s, &c);
+	check_once(&a, &s, r.accepted, &c);
 	jset_int(o, "jobs", jobs);
 	jset_int(o, "spread_ms", spread_ms);
 	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
@@ -308,7 +334,7 @@ timed_once(struct bench *b, const char *name, const char *topic, int tag,
 		jset_dbl(o, "first_late_ms",
 		    (double)(c.first_us - s.base_ms * 1000) / 1000.0);
 	}
-	jset_bool(o, "ok_check", once_ok(&c));
+	jset_bool(o, "ok_check", once_ok(&c) && r.failed == 0);
 	if (!once_ok(&c)) {
 		fprintf(stderr, "retryd-bench: %s: delivered %" PRId64 ", "
 		    "missing %" PRId64 ", duplicates %" PRId64 ", early %"
@@ -319,7 +345,7 @@ timed_once(struct bench *b, const char *name, const char *topic, int tag,
 	}
 	bench_emit(b, name, o);
 	samples_free(&c.late_us);
-	samples_free(&r.lat_us);
+	push_result_free(&r);
 	arrivals_free(&a);
 	return 0;
 }
@@ -352,7 +378,7 @@ bench_w4(struct bench *b)
 	struct samples err, err2, late;
 	struct json_object *o;
 	int64_t (*at)[W4_ATTEMPTS], at3 = 0, missing = 0, extra = 0;
-	int64_t dups = 0, bad = 0, early = 0, e, i;
+	int64_t dups = 0, bad = 0, early = 0, unaccepted = 0, e, i;
 	int enq_late, k, okk;
 	size_t j;
 
@@ -371,9 +397,9 @@ bench_w4(struct bench *b)
 	s.base_ms = wall_ms() + b->lead_ms;
 	s.spread_ms = b->w4_spread_ms;
 	o = json_object_new_object();
-	if (push_and_collect(b, "w4", &s, TAG_W4, s.n * W4_ATTEMPTS,
+	if (push_and_collect(b, "w4", &s, TAG_W4, W4_ATTEMPTS,
 	    s.base_ms + s.spread_ms + 3000, &a, &r, &enq_late, o) == -1) {
-		samples_free(&r.lat_us);
+		push_result_free(&r);
 		json_object_put(o);
 		return -1;
 	}
@@ -384,6 +410,10 @@ bench_w4(struct bench *b)
 		if (x->seq < 0 || x->seq >= s.n ||
 		    x->due_ms != push_due_ms(&s, x->seq)) {
 			bad++;
+			continue;
+		}
+		if (!r.accepted[x->seq]) {
+			unaccepted++;
 			continue;
 		}
 		if (x->attempt < 1 || x->attempt > W4_ATTEMPTS) {
@@ -400,6 +430,8 @@ bench_w4(struct bench *b)
 		at[x->seq][x->attempt - 1] = x->wall_us;
 	}
 	for (i = 0; i < s.n; i++) {
+		if (!r.accepted[i])
+			continue;
 		okk = 1;
 		for (k = 0; k < W4_ATTEMPTS; k++)
 			if (at[i][k] == 0) {
@@ -437,18 +469,20 @@ bench_w4(struct bench *b)
 	jset_int(o, "duplicates", dups);
 	jset_int(o, "bad", bad);
 	jset_int(o, "early", early);
+	jset_int(o, "refused_but_delivered", unaccepted);
 	jset_bool(o, "enqueue_late", enq_late);
 	jset_pcts_ms(o, "spacing_err", &err);
 	jset_dbl(o, "spacing2_err_p99_ms", (double)samples_pct(&err2, 99) /
 	    1000.0);
 	jset_pcts_ms(o, "late", &late);
-	okk = at3 == s.n && extra == 0 && dups == 0 && bad == 0 && early == 0;
+	okk = at3 == r.ok && extra == 0 && dups == 0 && bad == 0 &&
+	    early == 0 && r.failed == 0;
 	jset_bool(o, "ok_check", okk);
 	if (!okk) {
 		fprintf(stderr, "retryd-bench: w4: %" PRId64 " of %" PRId64
 		    " delivered at attempt 3; missing attempts %" PRId64
 		    ", extra %" PRId64 ", duplicates %" PRId64 ", bad %"
-		    PRId64 ", early %" PRId64 "\n", at3, s.n, missing, extra,
+		    PRId64 ", early %" PRId64 "\n", at3, r.ok, missing, extra,
 		    dups, bad, early);
 		b->failures++;
 	}
@@ -457,7 +491,7 @@ bench_w4(struct bench *b)
 	samples_free(&err);
 	samples_free(&err2);
 	samples_free(&late);
-	samples_free(&r.lat_us);
+	push_result_free(&r);
 	arrivals_free(&a);
 	return 0;
 }
@@ -604,11 +638,9 @@ bench_w5(struct bench *b)
 	s.delay_ms = 0;
 	o = json_object_new_object();
 	redis_time_reset(b);
-	if (bench_push(b, &s, &r) == -1 || r.failed > 0) {
-		fprintf(stderr, "retryd-bench: w5: push failed: %" PRId64
-		    " refused (%s)\n", r.failed, r.first_error);
-		b->failures++;
-	}
+	if (bench_push(b, &s, &r) == -1)
+		fprintf(stderr, "retryd-bench: w5: the push ran out of time\n");
+	warn_push(b, "w5", &s, &r);
 	memset(&p, 0, sizeof(p));
 	p.b = b;
 	p.n = r.ok;
@@ -625,13 +657,14 @@ bench_w5(struct bench *b)
 	hc_pool_run(p.pool, t0 + b->wait_ms * 1000);
 	elapsed = hc_mono_us() - t0;
 	for (i = 0; i < s.n; i++)
-		if (!p.seen[i])
+		if (r.accepted[i] && !p.seen[i])
 			missing++;
 	secs = (double)elapsed / 1e6;
 	jset_redis_time(b, o, "consume", p.acked, 0);
 	jset_int(o, "jobs", s.n);
 	jset_int(o, "consumers", b->w5_conc);
 	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
+	jset_int(o, "refused", r.refused);
 	jset_int(o, "acked", p.acked);
 	jset_dbl(o, "elapsed_s", secs);
 	jset_dbl(o, "per_s", secs > 0 ? (double)p.acked / secs : 0);
@@ -659,7 +692,7 @@ out:
 	free(p.cons);
 	free(p.seen);
 	samples_free(&p.lat_us);
-	samples_free(&r.lat_us);
+	push_result_free(&r);
 	return rc;
 }
 
