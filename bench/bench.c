@@ -469,7 +469,7 @@ struct push_ctx {
 	const struct push_spec	*spec;
 	struct push_result	*res;
 	int64_t			 next;
-	int64_t			*slot_n;	/* jobs in each slot's request */
+	int64_t			*slot_n;	/* jobs in a slot's request */
 	int64_t			*slot_first;	/* and the first one's number */
 	char			 path[256];
 	struct buf		 body;
