@@ -249,11 +249,9 @@ out:
 }
 
 /*
- * A pass works on slots (a tenant's shard) in pipelined rounds: one round
- * trip reads the heads of every slot due, one sends the promote calls of
- * all their due topics, one reads the ready topics of every slot with ready
- * jobs, one sends all the reserve calls.  The round trips, not the shards,
- * set the pass's length.
+ * A pass works on slots (a tenant's shard) in two pipelined round trips
+ * (see work_all), whatever the number of slots: the round trips, not the
+ * shards, set the pass's length.
  */
 struct slot {
 	struct sched_tenant	*t;
@@ -271,7 +269,6 @@ struct call {
 	char		*topic;
 	int		 n;		/* reserve: jobs asked; 0: not sent */
 	int64_t		 ttr_ms;
-	int		 more;		/* promote: due, to be called */
 	int		 sent;
 	redisReply	*r;
 };
@@ -361,117 +358,6 @@ replies_free(redisReply **rv, size_t n)
 	free(rv);
 }
 
-/* Promotes the due topics of every slot due, in pipelined rounds. */
-static void
-promote_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
-    int64_t now, int *budget, int *spin, int *more, int *broken)
-{
-	char kh[SCHED_KEY_MAX];
-	struct call *cv = NULL;
-	redisReply **rv = NULL, *r;
-	struct slot *sl;
-	size_t i, j, np = 0, nc = 0, cap = 0, left;
-	int moved, m;
-	int64_t head;
-	enum sched_err e;
-
-	for (i = 0; i < nsl; i++)
-		if (sv[i].promote) {
-			sched_key(kh, sv[i].t->name, sv[i].shard, "h", NULL);
-			redisAppendCommand(c, "ZRANGE %s 0 %d WITHSCORES", kh,
-			    HEADS_PER_READ - 1);
-			np++;
-		}
-	if (np == 0)
-		return;
-	rv = xcalloc(np, sizeof(*rv));
-	if (read_n(c, rv, np, broken) == -1)
-		goto out;
-	for (i = 0, j = 0; i < nsl; i++) {
-		if (!(sl = &sv[i])->promote)
-			continue;
-		r = rv[j++];
-		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-			(void)sched_reply_err(c, r, broken, "ZRANGE");
-			sl->failed = 1;
-			continue;
-		}
-		sl->head = r->elements >= 2 ? score_of(r->element[1]) :
-		    SCHED_NO_TIME;
-		for (left = 0; left + 1 < r->elements; left += 2) {
-			if (r->element[left]->type != REDIS_REPLY_STRING ||
-			    score_of(r->element[left + 1]) > now)
-				break;
-			cv = call_add(cv, &nc, &cap, sl,
-			    r->element[left]->str);
-			cv[nc - 1].more = 1;
-		}
-	}
-	/*
-	 * One round per pass, every due topic's call in one pipeline (up to
-	 * the budget): a burst is promoted a batch per topic and shard at a
-	 * time, and dispatch starts after the first round, not the last.
-	 */
-	for (i = 0, left = 0; i < nc; i++) {
-		cv[i].sent = 0;
-		if (!cv[i].more || cv[i].sl->failed)
-			continue;
-		if (*budget <= 0) {
-			*more = 1;
-			break;
-		}
-		if (sched_st_promote_append(s, c, cv[i].sl->t->name,
-		    cv[i].sl->shard, cv[i].topic) == -1)
-			continue;
-		cv[i].sent = 1;
-		(*budget)--;
-		left++;
-	}
-	if (left > 0 && read_replies(c, cv, nc, broken) == -1)
-		goto out;
-	for (i = 0; i < nc; i++) {
-		if (!cv[i].sent)
-			continue;
-		sl = cv[i].sl;
-		r = cv[i].r;
-		cv[i].r = NULL;
-		cv[i].more = 0;
-		e = sched_st_promote_reply(s, c, r, sl->t->name,
-		    sl->shard, cv[i].topic, &moved, &m, &head, broken);
-		if (e != SCHED_OK) {
-			/* Logged; do not hammer Redis with it. */
-			if (!*broken && !sl->failed)
-				store_due(s, sl->t, sl->shard,
-				    sl->gen0, now + s->cfg.sweep_ms);
-			sl->failed = 1;
-			continue;
-		}
-		sl->called = 1;
-		sl->moved += moved;
-		sl->head = head;
-		if (m)
-			*more = 1;	/* the next pass goes on */
-	}
-	if (*broken)
-		goto out;
-	for (i = 0; i < nsl; i++) {
-		if (!(sl = &sv[i])->promote || sl->failed)
-			continue;
-		if (sl->called && sl->moved == 0)
-			*spin = 1;	/* we thought it due, Redis disagrees */
-		store_due(s, sl->t, sl->shard, sl->gen0, sl->head);
-		if (sl->moved > 0) {
-			pthread_mutex_lock(&s->lock);
-			sl->t->ready[sl->shard] = 1;
-			pthread_mutex_unlock(&s->lock);
-		}
-	}
-out:
-	if (rv != NULL)
-		replies_free(rv, np);
-	calls_free(cv, nc);
-}
-
 static struct room *
 room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
     struct sched_tenant *t, const char *topic)
@@ -493,36 +379,116 @@ room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
 	return &(*rv)[(*n)++];
 }
 
+/* Whether the calls cv[0 .. n-1] already name topic for slot sl. */
+static int
+call_has(const struct call *cv, size_t n, const struct slot *sl,
+    const char *topic)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (cv[i].sl == sl && strcmp(cv[i].topic, topic) == 0)
+			return 1;
+	return 0;
+}
+
+/* A push topic (and its reserve ttr) by the topic_info hook. */
+static int
+push_topic(struct sched *s, const struct slot *sl, const char *topic,
+    int64_t *ttr_ms)
+{
+	struct sched_topic_info info;
+
+	if (s->hooks.topic_info == NULL || s->hooks.topic_info(sl->t->name,
+	    topic, &info, s->hooks.arg) != 0 || !info.push)
+		return 0;
+	*ttr_ms = info.timeout_ms + SCHED_PUSH_MARGIN_MS;
+	return 1;
+}
+
+/* Gives each reserve call its part of its topic's room; appends it. */
+static void
+reserve_send(struct sched *s, redisContext *c, struct call *rc, size_t nr,
+    int *budget)
+{
+	struct room *rooms = NULL, *rm;
+	struct slot *sl;
+	size_t i, nrm = 0, rcap = 0;
+	int n;
+
+	for (i = 0; i < nr; i++)
+		room_of(s, &rooms, &nrm, &rcap, rc[i].sl->t,
+		    rc[i].topic)->want++;
+	for (i = 0; i < nr; i++) {
+		sl = rc[i].sl;
+		rm = room_of(s, &rooms, &nrm, &rcap, sl->t, rc[i].topic);
+		rm->want--;
+		if (*budget <= 0) {
+			sl->again = 1;
+			continue;
+		}
+		if (rm->left <= 0) {
+			sl->blocked = 1;
+			continue;
+		}
+		n = (rm->left + rm->want) / (rm->want + 1);
+		if (n > s->cfg.batch)
+			n = s->cfg.batch;
+		rm->left -= n;
+		if (sched_st_reserve_append(s, c, sl->t->name, sl->shard,
+		    rc[i].topic, n, rc[i].ttr_ms) == -1) {
+			sl->again = 1;
+			continue;
+		}
+		rc[i].n = n;
+		rc[i].sent = 1;
+		(*budget)--;
+	}
+	free(rooms);
+}
+
 /*
- * Push topics with ready jobs: reserve what the dispatcher can take, every
- * slot's in one pipeline.  A topic's room is shared among its slots (each
- * gets an equal part, at most scheduler.batch); a slot that may have more
- * is looked at again by the next pass.
+ * Promotes and dispatches in two round trips.  The first reads the due
+ * heads of every slot due and the ready topics of every slot that may have
+ * ready jobs; the second sends every promote call and then every reserve
+ * call in one pipeline: Redis runs them in order, so a reserve sees what
+ * the promote before it moved.  One promote call per due topic and pass
+ * (a burst goes a batch per topic and shard at a time, and dispatch starts
+ * with the first batch); a topic's room is shared among its slots (an
+ * equal part each, at most scheduler.batch); a slot that may have more is
+ * looked at again by the next pass.
  */
 static void
-dispatch_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
-    int *budget, int *more, int *broken)
+work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
+    int64_t now, int *budget, int *spin, int *more, int *broken)
 {
-	char kt[SCHED_KEY_MAX];
-	struct sched_topic_info info;
+	char k[SCHED_KEY_MAX];
+	struct call *pc = NULL, *rc = NULL;
 	struct sched_job **jobs;
-	struct call *cv = NULL;
-	struct room *rooms = NULL, *rm;
 	redisReply **rv = NULL, *r;
 	struct slot *sl;
-	size_t i, j, k, np = 0, nc = 0, cap = 0, nr = 0, rcap = 0, njobs;
-	int n;
-	enum sched_err e;
+	size_t i, j, e, np = 0, npc = 0, pcap = 0, nrc = 0, rcap = 0, njobs;
+	int64_t head, ttr;
+	int moved, m;
+	enum sched_err err;
 
+	/* Round trip 1: heads and ready topics. */
 	for (i = 0; i < nsl; i++) {
+		sl = &sv[i];
 		pthread_mutex_lock(&s->lock);
-		sv[i].dispatch = sv[i].t->ready[sv[i].shard];
+		sl->dispatch = sl->promote || sl->t->ready[sl->shard];
 		pthread_mutex_unlock(&s->lock);
-		if (!sv[i].dispatch)
-			continue;
-		sched_key(kt, sv[i].t->name, sv[i].shard, "rt", NULL);
-		redisAppendCommand(c, "SMEMBERS %s", kt);
-		np++;
+		if (sl->promote) {
+			sched_key(k, sl->t->name, sl->shard, "h", NULL);
+			redisAppendCommand(c, "ZRANGE %s 0 %d WITHSCORES", k,
+			    HEADS_PER_READ - 1);
+			np++;
+		}
+		if (sl->dispatch) {
+			sched_key(k, sl->t->name, sl->shard, "rt", NULL);
+			redisAppendCommand(c, "SMEMBERS %s", k);
+			np++;
+		}
 	}
 	if (np == 0)
 		return;
@@ -530,78 +496,127 @@ dispatch_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 	if (read_n(c, rv, np, broken) == -1)
 		goto out;
 	for (i = 0, j = 0; i < nsl; i++) {
-		if (!(sl = &sv[i])->dispatch)
-			continue;
-		r = rv[j++];
-		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-			(void)sched_reply_err(c, r, broken, "SMEMBERS");
-			sl->dispatch = 0;	/* the flag stays: next pass */
-			continue;
+		sl = &sv[i];
+		if (sl->promote) {
+			r = rv[j++];
+			if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+				(void)sched_reply_err(c, r, broken, "ZRANGE");
+				sl->failed = 1;
+			} else {
+				sl->head = r->elements >= 2 ?
+				    score_of(r->element[1]) : SCHED_NO_TIME;
+				for (e = 0; e + 1 < r->elements; e += 2) {
+					if (r->element[e]->type !=
+					    REDIS_REPLY_STRING ||
+					    score_of(r->element[e + 1]) > now)
+						break;
+					pc = call_add(pc, &npc, &pcap, sl,
+					    r->element[e]->str);
+					if (push_topic(s, sl,
+					    r->element[e]->str, &ttr)) {
+						rc = call_add(rc, &nrc, &rcap,
+						    sl, r->element[e]->str);
+						rc[nrc - 1].ttr_ms = ttr;
+					}
+				}
+			}
 		}
-		for (k = 0; k < r->elements; k++) {
-			if (r->element[k]->type != REDIS_REPLY_STRING ||
-			    s->hooks.topic_info == NULL ||
-			    s->hooks.topic_info(sl->t->name,
-			    r->element[k]->str, &info, s->hooks.arg) != 0 ||
-			    !info.push)
+		if (sl->dispatch) {
+			r = rv[j++];
+			if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+				(void)sched_reply_err(c, r, broken,
+				    "SMEMBERS");
+				sl->again = 1;	/* try again next pass */
 				continue;
-			cv = call_add(cv, &nc, &cap, sl, r->element[k]->str);
-			cv[nc - 1].ttr_ms = info.timeout_ms +
-			    SCHED_PUSH_MARGIN_MS;
+			}
+			for (e = 0; e < r->elements; e++)
+				if (r->element[e]->type == REDIS_REPLY_STRING &&
+				    !call_has(rc, nrc, sl,
+				    r->element[e]->str) &&
+				    push_topic(s, sl, r->element[e]->str,
+				    &ttr)) {
+					rc = call_add(rc, &nrc, &rcap, sl,
+					    r->element[e]->str);
+					rc[nrc - 1].ttr_ms = ttr;
+				}
 		}
 	}
-	for (i = 0; i < nc; i++)
-		room_of(s, &rooms, &nr, &rcap, cv[i].sl->t,
-		    cv[i].topic)->want++;
-	for (i = 0; i < nc; i++) {
-		sl = cv[i].sl;
-		rm = room_of(s, &rooms, &nr, &rcap, sl->t, cv[i].topic);
+
+	/* Round trip 2: every promote, then every reserve. */
+	for (i = 0; i < npc; i++) {
+		if (pc[i].sl->failed)
+			continue;
 		if (*budget <= 0) {
-			sl->again = 1;
-			rm->want--;
-			continue;
+			*more = 1;
+			break;
 		}
-		if (rm->left <= 0) {
-			sl->blocked = 1;
-			rm->want--;
+		if (sched_st_promote_append(s, c, pc[i].sl->t->name,
+		    pc[i].sl->shard, pc[i].topic) == -1)
 			continue;
-		}
-		n = (rm->left + rm->want - 1) / rm->want;
-		if (n > s->cfg.batch)
-			n = s->cfg.batch;
-		rm->left -= n;
-		rm->want--;
-		if (sched_st_reserve_append(s, c, sl->t->name, sl->shard,
-		    cv[i].topic, n, cv[i].ttr_ms) == -1) {
-			sl->again = 1;
-			continue;
-		}
-		cv[i].n = n;
-		cv[i].sent = 1;
+		pc[i].sent = 1;
 		(*budget)--;
 	}
-	if (read_replies(c, cv, nc, broken) == -1)
+	reserve_send(s, c, rc, nrc, budget);
+	if (read_replies(c, pc, npc, broken) == -1 ||
+	    read_replies(c, rc, nrc, broken) == -1)
 		goto out;
-	for (i = 0; i < nc; i++) {
-		if (!cv[i].sent)
+	for (i = 0; i < npc; i++) {
+		if (!pc[i].sent)
 			continue;
-		sl = cv[i].sl;
-		r = cv[i].r;
-		cv[i].r = NULL;
-		e = sched_st_reserve_reply(s, c, r, sl->t->name, sl->shard,
-		    cv[i].topic, cv[i].n, cv[i].ttr_ms, &jobs, &njobs, broken);
-		if (e != SCHED_OK)
+		sl = pc[i].sl;
+		r = pc[i].r;
+		pc[i].r = NULL;
+		/* Run again after the reserves: look at the slot again. */
+		if (r->type == REDIS_REPLY_ERROR &&
+		    strncmp(r->str, "NOSCRIPT", 8) == 0)
+			sl->again = 1;
+		err = sched_st_promote_reply(s, c, r, sl->t->name, sl->shard,
+		    pc[i].topic, &moved, &m, &head, broken);
+		if (err != SCHED_OK) {
+			/* Logged; do not hammer Redis with it. */
+			if (!*broken && !sl->failed)
+				store_due(s, sl->t, sl->shard, sl->gen0,
+				    now + s->cfg.sweep_ms);
+			sl->failed = 1;
 			continue;
-		for (k = 0; k < njobs; k++) {
-			sched_transition(s, jobs[k], SCHED_READY,
+		}
+		sl->called = 1;
+		sl->moved += moved;
+		sl->head = head;
+		if (m)
+			*more = 1;	/* the next pass goes on */
+	}
+	if (*broken)
+		goto out;
+	for (i = 0; i < nsl; i++) {
+		if (!(sl = &sv[i])->promote || sl->failed)
+			continue;
+		if (sl->called && sl->moved == 0)
+			*spin = 1;	/* we thought it due, Redis disagrees */
+		store_due(s, sl->t, sl->shard, sl->gen0, sl->head);
+	}
+	for (i = 0; i < nrc; i++) {
+		if (!rc[i].sent)
+			continue;
+		sl = rc[i].sl;
+		r = rc[i].r;
+		rc[i].r = NULL;
+		err = sched_st_reserve_reply(s, c, r, sl->t->name, sl->shard,
+		    rc[i].topic, rc[i].n, rc[i].ttr_ms, &jobs, &njobs, broken);
+		if (err != SCHED_OK) {
+			sl->again = 1;
+			continue;
+		}
+		for (e = 0; e < njobs; e++) {
+			sched_transition(s, jobs[e], SCHED_READY,
 			    SCHED_IN_FLIGHT, NULL);
 			if (s->hooks.deliver != NULL)
-				s->hooks.deliver(jobs[k], s->hooks.arg);
+				s->hooks.deliver(jobs[e], s->hooks.arg);
 			else
-				sched_job_free(jobs[k]);
+				sched_job_free(jobs[e]);
 		}
 		free(jobs);
-		if ((int)njobs == cv[i].n)
+		if ((int)njobs == rc[i].n)
 			sl->again = 1;
 	}
 	for (i = 0; i < nsl; i++) {
@@ -617,8 +632,8 @@ dispatch_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 out:
 	if (rv != NULL)
 		replies_free(rv, np);
-	calls_free(cv, nc);
-	free(rooms);
+	calls_free(pc, npc);
+	calls_free(rc, nrc);
 }
 
 /* One pass over the owned shards; 1 when work is left for the next. */
@@ -674,7 +689,7 @@ pass(struct sched *s, redisContext *c, int *spin, int *broken)
 	}
 	if (nsl == 0 || sched_st_pipe_prepare(s, c, broken) == -1)
 		goto out;
-	promote_all(s, c, sv, nsl, now, &budget, spin, &more, broken);
+	work_all(s, c, sv, nsl, now, &budget, spin, &more, broken);
 	for (i = 0; i < nsl && !*broken; i++)
 		if (sv[i].expire) {
 			if (budget <= 0) {
@@ -684,8 +699,6 @@ pass(struct sched *s, redisContext *c, int *spin, int *broken)
 			expire_shard(s, c, sv[i].t, sv[i].shard, now, &budget,
 			    broken);
 		}
-	if (!*broken)
-		dispatch_all(s, c, sv, nsl, &budget, &more, broken);
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < nsl; i++)
 		if (sv[i].t->next_due_ms[sv[i].shard] <= now && !*spin)
