@@ -37,6 +37,7 @@
 #include "util/xmalloc.h"
 
 #define CALL_TIMEOUT_MS	30000
+#define REDIS_TOP	4	/* commands named in the *_redis_top figures */
 #define DUMP_PAGE	100000
 
 void
@@ -415,15 +416,23 @@ bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys)
 
 int
 bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
-    int64_t *calls)
+    int64_t *calls, char *top, size_t toplen)
 {
+	struct {
+		char	name[32];
+		int64_t	calls;
+		int64_t	usec;
+	} t[REDIS_TOP] = { { "", 0, 0 } };
 	redisContext *c;
 	redisReply *r;
 	const char *p;
-	int64_t v;
-	int rc = -1;
+	int64_t v, n;
+	size_t i, len, off;
+	int rc = -1, k;
 
 	*usec = *calls = 0;
+	if (top != NULL && toplen > 0)
+		top[0] = '\0';
 	if ((c = redis_open(b)) == NULL)
 		return -1;
 	r = redisCommand(c, "INFO commandstats");
@@ -444,13 +453,32 @@ bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
 		    strncmp(p, "cmdstat_config", 14) == 0)
 			continue;
 		*calls += v;
+		n = v;
 		if (strncmp(q, ",usec=", 6) != 0)
 			break;
 		q += 6;
 		if (parse_i64(&q, &v) == -1)
 			break;
 		*usec += v;
+		/* Keep the REDIS_TOP costliest commands, costliest first. */
+		for (k = REDIS_TOP - 1; k >= 0 && t[k].usec < v; k--)
+			if (k + 1 < REDIS_TOP)
+				t[k + 1] = t[k];
+		if (++k < REDIS_TOP) {
+			len = strcspn(p + 8, ":");
+			if (len >= sizeof(t[k].name))
+				len = sizeof(t[k].name) - 1;
+			memcpy(t[k].name, p + 8, len);
+			t[k].name[len] = '\0';
+			t[k].calls = n;
+			t[k].usec = v;
+		}
 	}
+	for (i = 0, off = 0; top != NULL && i < REDIS_TOP && t[i].usec > 0 &&
+	    off < toplen; i++)
+		off += (size_t)snprintf(top + off, toplen - off, "%s%s %" PRId64
+		    " calls %" PRId64 " us", i > 0 ? ", " : "", t[i].name,
+		    t[i].calls, t[i].usec);
 	rc = 0;
 out:
 	freeReplyObject(r);
@@ -706,7 +734,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-"usage: retryd-bench [options] w1|w2|w3|w4|w5|w6 ...\n"
+"usage: retryd-bench [options] w1|w2|w3|w4|w5|w6|timer ...\n"
 "       retryd-bench report FILE...\n"
 "       retryd-bench port\n"
 "  --api URL          retryd, http://127.0.0.1:PORT (required)\n"
@@ -882,6 +910,7 @@ static const struct {
 } workloads[] = {
 	{ "w1", bench_w1 }, { "w2", bench_w2 }, { "w3", bench_w3 },
 	{ "w4", bench_w4 }, { "w5", bench_w5 }, { "w6", bench_w6 },
+	{ "timer", bench_timer },
 };
 
 int
@@ -889,7 +918,7 @@ main(int argc, char **argv)
 {
 	struct bench b;
 	size_t k;
-	int i, rc = 0, found;
+	int i, rc = 0, found, api;
 
 	if (argc >= 2 && strcmp(argv[1], "report") == 0)
 		return bench_report(argc - 2, argv + 2);
@@ -920,10 +949,13 @@ main(int argc, char **argv)
 	b.wait_ms = 120000;
 	b.body_bytes = 60;
 	parse_opts(&b, argc, argv);
-	if (optind >= argc || b.api.port == 0 || b.rcv.port == 0 ||
-	    b.admin_key == NULL)
+	/* The timer ceiling needs the receiver only. */
+	api = optind < argc - 1 || (optind < argc &&
+	    strcmp(argv[optind], "timer") != 0);
+	if (optind >= argc || b.rcv.port == 0 || (api && (b.api.port == 0 ||
+	    b.admin_key == NULL)))
 		usage();
-	if (bench_setup_tenant(&b) == -1)
+	if (api && bench_setup_tenant(&b) == -1)
 		return 1;
 	for (i = optind; i < argc; i++) {
 		found = 0;

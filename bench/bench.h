@@ -23,6 +23,7 @@
 #define TAG_W2		2
 #define TAG_W3		3
 #define TAG_W4		4
+#define TAG_TIMER	8
 #define TAG_BACKLOG	9
 
 struct bench {
@@ -89,10 +90,11 @@ void	arrivals_free(struct arrivals *a);
 int	bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys);
 /*
  * Microseconds Redis spent in commands, and the calls, since the last reset
- * (INFO commandstats); reset: start counting again afterwards.  0 or -1.
+ * (INFO commandstats); top (may be NULL) names the costliest commands.
+ * reset: start counting again afterwards.  0 or -1.
  */
 int	bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
-	    int64_t *calls);
+	    int64_t *calls, char *top, size_t toplen);
 /* Sleep, bounded; the bench never sleeps in retryd's place. */
 void	bench_sleep_ms(int64_t ms);
 
@@ -148,6 +150,7 @@ int	bench_w3(struct bench *b);
 int	bench_w4(struct bench *b);
 int	bench_w5(struct bench *b);
 int	bench_w6(struct bench *b);
+int	bench_timer(struct bench *b);
 
 /* report.c: print the table from JSON-lines files. */
 int	bench_report(int nfiles, char **files);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench/bench.h"
 #include "util/buf.h"
@@ -23,6 +24,7 @@
 
 #define POLL_MS		50
 #define GRACE_MS	500	/* after the last expected arrival */
+#define ONCE_SECONDS	60	/* W2's worst lateness, second by second */
 
 static int64_t
 wall_ms(void)
@@ -55,14 +57,17 @@ jset_redis_time(struct bench *b, struct json_object *o, const char *prefix,
     int64_t jobs, int reset)
 {
 	int64_t usec, calls;
-	char k[64];
+	char k[64], top[256];
 
-	if (jobs <= 0 || bench_redis_cmdtime(b, reset, &usec, &calls) == -1)
+	if (jobs <= 0 || bench_redis_cmdtime(b, reset, &usec, &calls, top,
+	    sizeof(top)) == -1)
 		return;
 	snprintf(k, sizeof(k), "%s_redis_us_per_job", prefix);
 	jset_dbl(o, k, (double)usec / (double)jobs);
 	snprintf(k, sizeof(k), "%s_redis_calls_per_job", prefix);
 	jset_dbl(o, k, (double)calls / (double)jobs);
+	snprintf(k, sizeof(k), "%s_redis_top", prefix);
+	jset_str(o, k, top);
 }
 
 static void
@@ -70,7 +75,7 @@ redis_time_reset(struct bench *b)
 {
 	int64_t usec, calls;
 
-	bench_redis_cmdtime(b, 1, &usec, &calls);
+	bench_redis_cmdtime(b, 1, &usec, &calls, NULL, 0);
 }
 
 /*
@@ -177,6 +182,8 @@ struct once {
 	int64_t		 first_us;
 	int64_t		 last_us;
 	struct samples	 late_us;
+	int64_t		 by_s_us[ONCE_SECONDS];	/* worst lateness by the */
+						/* second of the due time */
 };
 
 static void
@@ -184,7 +191,7 @@ check_once(const struct arrivals *a, const struct push_spec *s,
     const uint8_t *accepted, struct once *c)
 {
 	uint8_t *seen;
-	int64_t due, late, i;
+	int64_t due, late, i, sec;
 	size_t k;
 
 	memset(c, 0, sizeof(*c));
@@ -216,6 +223,9 @@ check_once(const struct arrivals *a, const struct push_spec *s,
 		if (late < 0)
 			c->early++;
 		samples_add(&c->late_us, late);
+		sec = (due - s->base_ms) / 1000;
+		if (sec >= 0 && sec < ONCE_SECONDS && late > c->by_s_us[sec])
+			c->by_s_us[sec] = late;
 		if (c->first_us == 0 || x->wall_us < c->first_us)
 			c->first_us = x->wall_us;
 		if (x->wall_us > c->last_us)
@@ -235,8 +245,19 @@ once_ok(const struct once *c)
 }
 
 static void
-once_json(struct json_object *o, struct once *c)
+once_json(struct json_object *o, struct once *c, int64_t spread_ms)
 {
+	struct json_object *a;
+	int64_t i;
+
+	/* Drift (a queue that grows) or stalls (spikes) show here. */
+	if (spread_ms >= 2000) {
+		a = json_object_new_array();
+		for (i = 0; i < ONCE_SECONDS && i * 1000 < spread_ms; i++)
+			json_object_array_add(a, json_object_new_int64(
+			    (c->by_s_us[i] + 500) / 1000));
+		json_object_object_add(o, "late_max_by_s_ms", a);
+	}
 	jset_int(o, "delivered", c->delivered);
 	jset_int(o, "missing", c->missing);
 	jset_int(o, "duplicates", c->dups);
@@ -325,7 +346,7 @@ timed_once(struct bench *b, const char *name, const char *topic, int tag,
 	jset_int(o, "spread_ms", spread_ms);
 	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
 	jset_bool(o, "enqueue_late", enq_late);
-	once_json(o, &c);
+	once_json(o, &c, spread_ms);
 	if (burst && c.delivered > 0) {
 		drain_s = (double)(c.last_us - s.base_ms * 1000) / 1e6;
 		jset_dbl(o, "drain_s", drain_s);
@@ -442,8 +463,10 @@ bench_w4(struct bench *b)
 			continue;
 		at3++;
 		e = at[i][0] - push_due_ms(&s, i) * 1000;
-		if (e < 0)
-			early++;
+		if (e < 0 && early++ < 5)
+			fprintf(stderr, "retryd-bench: w4: job %" PRId64
+			    " attempt 1 arrived %" PRId64 " us before its due "
+			    "time\n", i, -e);
 		samples_add(&late, e);
 		for (k = 1; k < W4_ATTEMPTS; k++) {
 			/*
@@ -454,8 +477,11 @@ bench_w4(struct bench *b)
 			 * that is early.
 			 */
 			e = at[i][k] - at[i][k - 1] - wait_us[k];
-			if (e < -1000)
-				early++;
+			if (e < -1000 && early++ < 5)
+				fprintf(stderr, "retryd-bench: w4: job %" PRId64
+				    " attempt %d arrived %" PRId64 " us after "
+				    "attempt %d failed, %" PRId64 " us early\n",
+				    i, k + 1, at[i][k] - at[i][k - 1], k, -e);
 			samples_add(&err, e);
 			if (k == 2)
 				samples_add(&err2, e);
@@ -721,4 +747,98 @@ bench_w6(struct bench *b)
 		rc = -1;
 	b->label = label;
 	return rc;
+}
+
+/*
+ * The timer ceiling: what a minimal scheduler achieves on this machine
+ * now.  One thread sleeps until each of W2's due times (clock_nanosleep on
+ * the wall clock) and POSTs the job's body to the receiver on a kept-alive
+ * connection; lateness is measured exactly as W2's.  So W2's lateness can
+ * be read as a multiple of the machine's own wake-up and loopback latency
+ * (a busy machine has plenty of both).
+ */
+struct tick {
+	struct bench		*b;
+	const struct push_spec	*s;
+	int64_t			 next;
+	int			 failed;
+};
+
+static int
+tick_next(void *arg, int slot, struct buf *req)
+{
+	struct tick *t = arg;
+	struct timespec ts;
+	char body[160];
+	int64_t due;
+	int n;
+
+	(void)slot;
+	if (t->next >= t->s->n)
+		return 0;
+	due = push_due_ms(t->s, t->next);
+	ts.tv_sec = (time_t)(due / 1000);
+	ts.tv_nsec = (long)(due % 1000) * 1000000L;
+	while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) != 0)
+		;
+	n = snprintf(body, sizeof(body), "{\"s\":%" PRId64 ",\"d\":%" PRId64
+	    ",\"p\":\"xxxxxxxxxxxxxxxxxxxxxxxx\"}", t->next, due);
+	t->next++;
+	return hc_format(req, &t->b->rcv, "POST", "/cb/8",
+	    "retryd-attempt: 1\r\n", body, (size_t)n) == -1 ? -1 : 1;
+}
+
+static void
+tick_done(void *arg, int slot, const struct hc_resp *r)
+{
+	struct tick *t = arg;
+
+	(void)slot;
+	if (r->status != 200)
+		t->failed++;
+}
+
+int
+bench_timer(struct bench *b)
+{
+	static const struct hc_ops ops = { tick_next, tick_done };
+	struct push_spec s;
+	struct arrivals a;
+	struct tick t;
+	struct once c;
+	struct hc_pool *p;
+	struct json_object *o;
+	uint8_t *all;
+
+	memset(&s, 0, sizeof(s));
+	memset(&a, 0, sizeof(a));
+	memset(&t, 0, sizeof(t));
+	s.n = b->w2_jobs;
+	s.delay_ms = -1;
+	s.base_ms = wall_ms() + 200;
+	s.spread_ms = b->w2_spread_ms;
+	t.b = b;
+	t.s = &s;
+	if (bench_rcv_reset(b) == -1)
+		return -1;
+	p = hc_pool_new(&b->rcv, 1, &ops, &t, 10000);
+	if (p == NULL)
+		return -1;
+	hc_pool_run(p, hc_mono_us() + (s.spread_ms + b->wait_ms) * 1000);
+	hc_pool_free(p);
+	if (bench_rcv_fetch(b, TAG_TIMER, &a) == -1)
+		return -1;
+	all = xcalloc((size_t)s.n, 1);
+	memset(all, 1, (size_t)s.n);
+	check_once(&a, &s, all, &c);
+	o = json_object_new_object();
+	jset_int(o, "jobs", s.n);
+	jset_int(o, "spread_ms", s.spread_ms);
+	once_json(o, &c, s.spread_ms);
+	jset_bool(o, "ok_check", once_ok(&c) && t.failed == 0);
+	bench_emit(b, "ceiling_timer", o);
+	samples_free(&c.late_us);
+	arrivals_free(&a);
+	free(all);
+	return 0;
 }
