@@ -230,6 +230,19 @@ def _():
     assert all(a["error"] for a in dead["attempts"]), dead
 
 
+@t.test("a TLS failure is a failed attempt (https to a plain-HTTP port)")
+def _():
+    rcv = harness.Receiver(script="200")
+    url = rcv.url("/tls").replace("http://", "https://", 1)
+    q = R.topic(RKEY, callback_url=url, retry_schedule="<0>")["name"]
+    j = R.push(RKEY, q, {"n": 9}, delay_ms=0)
+    dead = wait_state(R, RKEY, j["id"], "dead")
+    a = dead["attempts"]
+    assert len(a) == 1 and a[0]["status"] == 0, a
+    assert any(w in (a[0]["error"] or "").lower()
+               for w in ("ssl", "tls")), a
+
+
 @t.test("real time: retries are never early (<0,300ms,600ms>)")
 def _():
     rcv = harness.Receiver(script="500,500,200")
