@@ -123,11 +123,16 @@ do_start() {
 	dir=$1
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
+	# A private tmpdir: bootstraps running at once (parallel tests) would
+	# otherwise collide on their temporary tables in /tmp.
+	mkdir -p "$dir/tmp"
 	if [ ! -d "$dir/data/mysql" ]; then
 		"$INSTALL_DB" --no-defaults --datadir="$dir/data" $user_opt \
+		    --tmpdir="$dir/tmp" \
 		    --auth-root-authentication-method=normal \
 		    --skip-test-db >"$dir/install.log" 2>&1 ||
-			die "mariadb-install-db failed, see $dir/install.log"
+			die "mariadb-install-db failed:" \
+			    "$(grep -E 'ERROR|Error' "$dir/install.log" | head -5)"
 	fi
 	if is_running "$dir" && ping_ok "$dir"; then
 		:
@@ -140,7 +145,7 @@ do_start() {
 				port=$(free_port) || die "no free port"
 			fi
 			"$MARIADBD" --no-defaults $user_opt \
-			    --datadir="$dir/data" \
+			    --datadir="$dir/data" --tmpdir="$dir/tmp" \
 			    --socket="$dir/sock" --port="$port" \
 			    --skip-networking=0 --bind-address=127.0.0.1 \
 			    --pid-file="$dir/mariadbd.pid" \
