@@ -21,6 +21,7 @@ fi
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/retryd-bench-smoke.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
+trap 'exit 1' HUP INT TERM
 
 "$RETRYD_SRCDIR/bench/run" --smoke --out "$out" >"$out/run.out" 2>&1
 rc=$?
