@@ -198,6 +198,7 @@ report_outcome(struct reporter *r, const char *tenant, const char *id,
 	it->a.at_ms = a->at_ms;
 	it->a.status = a->status;
 	it->a.latency_ms = a->latency_ms;
+	it->a.end_ms = a->end_ms;
 	it->a.error = a->error != NULL ? xstrdup(a->error) : NULL;
 	if (excerpt != NULL && *excerpt != NULL) {
 		it->a.excerpt = *excerpt;

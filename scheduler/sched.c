@@ -624,9 +624,12 @@ is_push(struct sched *s, const struct sched_job *job)
 /*
  * What to do after an attempt: the decision and its verdict.  A retry
  * waits from the end of the attempt, not from when its outcome is applied
- * (the reporter may have queued it a while): the end is its start plus its
- * latency, rounded up (both are whole ms), on Redis time, and never later
- * than now (with the fake clock, which stands still, that is now).
+ * (the reporter may have queued it a while): the end as the dispatcher
+ * stamped it when the transfer completed (rounded up, so never before the
+ * answer), on Redis time, and never later than now (with the fake clock,
+ * which stands still, that is now).  Start plus latency is not used: curl's
+ * latency leaves out the time a transfer waited to start, which made
+ * retries come early.
  */
 static void
 decide(struct sched *s, const struct sched_job *job,
@@ -639,9 +642,8 @@ decide(struct sched *s, const struct sched_job *job,
 	int64_t now = sched_now_ms(s), end;
 	int have = 0;
 
-	if (attempt != NULL && attempt->at_ms > 0 && attempt->latency_ms > 0) {
-		end = attempt->at_ms + attempt->latency_ms + 1 +
-		    (now - clock_wall_ms());
+	if (attempt != NULL && attempt->end_ms > 0) {
+		end = attempt->end_ms + (now - clock_wall_ms());
 		if (end < now)
 			now = end;
 	}

@@ -55,6 +55,11 @@ struct sched_attempt {
 	int64_t	 at_ms;
 	int	 status;	/* HTTP status, or 0 */
 	int64_t	 latency_ms;
+	/*
+	 * Wall ms when the attempt ended (its answer read, or its failure),
+	 * rounded up; 0 when unknown.  A retry waits from here.  Not stored.
+	 */
+	int64_t	 end_ms;
 	char	*error;		/* NULL when none */
 	char	*excerpt;	/* first bytes of the response body, or NULL */
 	size_t	 excerpt_len;

@@ -27,6 +27,17 @@ clock_wall_ms(void)
 }
 
 int64_t
+clock_wall_ms_ceil(void)
+{
+	struct timespec ts;
+
+	if (__atomic_load_n(&clock_fake_on, __ATOMIC_ACQUIRE))
+		return __atomic_load_n(&clock_fake_ms, __ATOMIC_ACQUIRE);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000;
+}
+
+int64_t
 clock_mono_us(void)
 {
 	struct timespec ts;

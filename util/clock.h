@@ -18,6 +18,8 @@
 
 int64_t	clock_wall_ms(void);
 int64_t	clock_mono_us(void);
+/* clock_wall_ms() rounded up rather than down: never before the instant. */
+int64_t	clock_wall_ms_ceil(void);
 
 /* Turn the manual clock on at wall time now_ms (>= 0). */
 void	clock_set_fake(int64_t now_ms);

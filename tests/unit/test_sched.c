@@ -225,6 +225,18 @@ test_push_get_roundtrip(void **state)
 	    SCHED_ENOTFOUND);
 }
 
+static int
+ready_seen(void *arg)
+{
+	struct trec *rec = arg;
+	int seen;
+
+	pthread_mutex_lock(&rec->lock);
+	seen = rec->nready > 0;
+	pthread_mutex_unlock(&rec->lock);
+	return seen;
+}
+
 static void
 test_never_early_and_order(void **state)
 {
@@ -292,7 +304,8 @@ test_never_early_and_order(void **state)
 	want[SCHED_IN_FLIGHT] = 5;
 	expect_counts(s, "pull", want);
 	expect_counts(s, NULL, want);
-	assert_true(f->rec.nready > 0);
+	/* The ready hook runs on the subscriber's thread: wait for it. */
+	assert_true(wait_for(ready_seen, &f->rec, T_DEADLINE_MS));
 }
 
 static void
