@@ -226,6 +226,29 @@ def _():
     assert st == 200 and b == {"status": "ok"}, b
     st, _, b = E.req("GET", "/readyz")
     assert st == 200 and b["status"] == "ready", b
+    assert b["shards_owned"] == 16 and b["shards"] == "leased", b
+
+
+@t.test("/readyz: with one shard and two instances, one holds it and the "
+        "other is ready and waiting")
+def _():
+    with harness.RedisServer() as r:
+        conf = {"scheduler": {"shards": 1}}
+        a = harness.Retryd(redis=r, config=conf)
+        a.wait_ready()
+        b = harness.Retryd(redis=r, config=conf)
+        b.wait_ready()
+
+        def split():
+            ra = a.request("GET", "/readyz")[2]
+            rb = b.request("GET", "/readyz")[2]
+            got = sorted([ra.get("shards"), rb.get("shards")])
+            return (ra, rb) if got == ["leased", "waiting"] else None
+        ra, rb = harness.wait_for(split, what="one leased, one waiting")
+        assert ra["status"] == rb["status"] == "ready", (ra, rb)
+        assert ra["shards_owned"] + rb["shards_owned"] == 1, (ra, rb)
+        b.stop()
+        a.stop()
 
 
 @t.test("lateness is the start of the attempt minus its due time "
