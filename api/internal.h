@@ -21,6 +21,7 @@
 #include "api/api.h"
 #include "api/http.h"
 #include "api/validate.h"
+#include "journal/journal.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 
@@ -84,12 +85,31 @@ int	api_job_parse(struct api_req *req, json_object *obj,
 	    const struct registry_topic *t, enum api_job_dialect d,
 	    const char *prefix, struct api_job_in *out);
 /*
- * Quota, journal, then push n parsed jobs of topic t.  0 with each job's
- * res and status filled (201 new, 200 deduplicated, or an error status
- * with the job's id empty), or -1 after answering (429, 503) for all.
+ * What a push route keeps in req->state while the journal commits its jobs
+ * (freed with the request): the route fills t, body (the jobs point into
+ * it) and jobs[0..n) in its first call, then calls api_jobs_accept(),
+ * which may park the request; the route's handler is then called again
+ * with the same state and calls api_jobs_accept() again.
  */
-int	api_jobs_accept(struct api_req *req, const struct registry_topic *t,
-	    struct api_job_in *jobs, size_t n);
+struct api_accept {
+	struct registry_topic	*t;
+	json_object		*body;
+	struct api_job_in	*jobs;
+	size_t			 n;
+	/* api_jobs_accept()'s own. */
+	struct api_accept_priv	*priv;
+};
+
+/* A new state with n zeroed jobs, set as req->state. */
+struct api_accept *api_accept_new(struct api_req *req, size_t n);
+/*
+ * Quota, journal, then push the n parsed jobs of a->t.  0 with each job's
+ * res and status filled (201 new, 200 deduplicated, or an error status
+ * with the job's id empty); 1 when the request is parked until the
+ * journal has committed the jobs (return at once: the handler is called
+ * again); or -1 after answering (429, 503) for all.
+ */
+int	api_jobs_accept(struct api_req *req, struct api_accept *a);
 /* The answer of one accepted job. */
 json_object *api_job_result_json(const struct api_job_in *j);
 
@@ -100,6 +120,19 @@ json_object *api_job_result_json(const struct api_job_in *j);
 int	api_journal_jobs(struct api_req *req, const char *tenant,
 	    const char *topic, const struct api_job_in *jobs, size_t n,
 	    int64_t now_ms);
+/*
+ * The same without holding the thread: done(err, arg) is called once the
+ * journal settled the jobs (from the journal's writer, or from this thread
+ * before the return), when JRNL_OK is returned, never otherwise.  The
+ * caller answers a failure with api_journal_refused().
+ */
+enum jrnl_err api_journal_jobs_cb(struct api_req *req,
+	    const char *tenant, const char *topic,
+	    const struct api_job_in *jobs, size_t n, int64_t now_ms,
+	    jrnl_done_fn done, void *arg);
+/* Answer 503 journal_unavailable for n jobs the journal refused (err). */
+void	api_journal_refused(struct api_req *req, const char *tenant,
+	    const char *topic, size_t n, enum jrnl_err err);
 
 /*
  * The quota: room for n more pending jobs is taken from the tenant's cached
@@ -117,6 +150,8 @@ int	api_query_cursor(struct api_req *req, const char **out);
  */
 int	api_unfinished_guard(struct api_req *req, const char *tenant,
 	    const char *topic);
+/* Jobs per state as the API shows them (topics.c). */
+json_object *api_counts_json(const int64_t counts[SCHED_NSTATES]);
 /* The topic as the API shows it (secret only when with_secret). */
 json_object *api_topic_json(const struct registry_topic *t,
 	    int with_secret);

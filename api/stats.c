@@ -610,18 +610,6 @@ out:
 	registry_topic_free(t);
 }
 
-static json_object *
-counts_json(const int64_t counts[SCHED_NSTATES])
-{
-	json_object *o = json_object_new_object();
-	int i;
-
-	for (i = 0; i < SCHED_NSTATES; i++)
-		json_object_object_add(o, sched_state_name((enum sched_state)i),
-		    json_object_new_int64(counts[i]));
-	return o;
-}
-
 /* The tenant's topics with their counts and last hour, one request. */
 static void
 overview(struct api_req *req)
@@ -655,7 +643,7 @@ overview(struct api_req *req)
 		    json_object_new_string(v[i]->name));
 		json_object_object_add(e, "mode", json_object_new_string(
 		    v[i]->mode == REG_MODE_PULL ? "pull" : "push"));
-		json_object_object_add(e, "counts", counts_json(counts));
+		json_object_object_add(e, "counts", api_counts_json(counts));
 		json_object_object_add(e, "last_hour", totals_json(m, 60));
 		json_object_array_add(a, e);
 	}

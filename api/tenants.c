@@ -40,18 +40,6 @@
 #define MAX_PENDING_LIMIT	INT64_C(1000000000000)
 
 static json_object *
-counts_json(const int64_t counts[SCHED_NSTATES])
-{
-	json_object *o = json_object_new_object();
-	int i;
-
-	for (i = 0; i < SCHED_NSTATES; i++)
-		json_object_object_add(o, sched_state_name((enum sched_state)i),
-		    json_object_new_int64(counts[i]));
-	return o;
-}
-
-static json_object *
 tenant_json(const struct registry_tenant *t)
 {
 	json_object *o = json_object_new_object();
@@ -267,7 +255,7 @@ tenant_reply(struct api_req *req, const struct registry_tenant *t)
 	free(keys);
 	if (ctx->sched != NULL &&
 	    sched_counts(ctx->sched, t->name, NULL, counts) == SCHED_OK)
-		json_object_object_add(o, "counts", counts_json(counts));
+		json_object_object_add(o, "counts", api_counts_json(counts));
 	api_reply_json(req, 200, o);
 }
 

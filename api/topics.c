@@ -102,8 +102,9 @@ api_topic_json(const struct registry_topic *t, int with_secret)
 	return o;
 }
 
-static json_object *
-counts_json(const int64_t counts[SCHED_NSTATES])
+/* {"scheduled": n, ...}: one member per state. */
+json_object *
+api_counts_json(const int64_t counts[SCHED_NSTATES])
 {
 	json_object *o = json_object_new_object();
 	int i;
@@ -320,7 +321,7 @@ topic_get(struct api_req *req)
 			api_sched_error(req, e, "topic");
 			return;
 		}
-		json_object_object_add(o, "counts", counts_json(counts));
+		json_object_object_add(o, "counts", api_counts_json(counts));
 	}
 	registry_topic_free(t);
 	api_reply_json(req, 200, o);
