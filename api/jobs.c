@@ -22,6 +22,12 @@
  *    as a second job.  A client-given id (/push) that names a job already
  *    in Redis is answered from Redis without touching the journal, whose
  *    row for that id must keep describing the job that exists.
+ *  - In sync mode a push waits for its journal commit without holding an
+ *    HTTP thread: the request is parked (api_suspend) with its parsed jobs
+ *    in req->state (struct api_accept), the journal calls back from its
+ *    writer once the rows are committed, and the handler, called again,
+ *    pushes to Redis and answers.  So every push in flight, not only one
+ *    per HTTP thread, shares a group commit.
  */
 #include "config.h"
 
@@ -550,64 +556,219 @@ sched_status(enum sched_err e)
 	}
 }
 
-int
-api_jobs_accept(struct api_req *req, const struct registry_topic *t,
-    struct api_job_in *jobs, size_t n)
+struct api_accept_priv {
+	pthread_mutex_t		 mu;
+	int			 refs;		/* the request, the journal */
+	struct api_req		*req;		/* NULL once it is gone */
+	enum jrnl_err		 jerr;		/* the journal's answer */
+	int			 phase;		/* 0 new, 1 journaling, 2 */
+	size_t			 quota_held;	/* to give back if gone */
+	char			 tenant[API_TENANT_MAX + 1];
+	unsigned char		*known;		/* client ids Redis has */
+	int64_t			 now_ms;
+};
+
+static void
+accept_destroy(struct api_accept *a)
+{
+	struct api_accept_priv *p = a->priv;
+	size_t i;
+
+	if (p->quota_held > 0)
+		api_quota_refund(p->tenant, p->quota_held);
+	for (i = 0; a->jobs != NULL && i < a->n; i++)
+		api_job_in_clear(&a->jobs[i]);
+	free(a->jobs);
+	registry_topic_free(a->t);
+	json_object_put(a->body);
+	free(p->known);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	free(a);
+}
+
+/* Drop a reference: the request's (free_state) or the journal's. */
+static void
+accept_unref(struct api_accept *a, int the_request)
+{
+	struct api_accept_priv *p = a->priv;
+	int last;
+
+	pthread_mutex_lock(&p->mu);
+	if (the_request)
+		p->req = NULL;
+	last = --p->refs == 0;
+	pthread_mutex_unlock(&p->mu);
+	if (last)
+		accept_destroy(a);
+}
+
+static void
+accept_free_state(void *state)
+{
+	accept_unref(state, 1);
+}
+
+struct api_accept *
+api_accept_new(struct api_req *req, size_t n)
+{
+	struct api_accept *a = xcalloc(1, sizeof(*a));
+	struct api_accept_priv *p = xcalloc(1, sizeof(*p));
+
+	pthread_mutex_init(&p->mu, NULL);
+	p->refs = 1;
+	p->req = req;
+	snprintf(p->tenant, sizeof(p->tenant), "%s", req->tenant);
+	a->priv = p;
+	a->n = n;
+	a->jobs = n > 0 ? xcalloc(n, sizeof(*a->jobs)) : NULL;
+	req->state = a;
+	req->free_state = accept_free_state;
+	return a;
+}
+
+/*
+ * The journal's callback (its writer thread, or ours): note the answer and
+ * have the handler called again.  The request may have been answered and
+ * freed meanwhile (the server stopping): then p->req is NULL.
+ */
+static void
+accept_journaled(enum jrnl_err err, void *arg)
+{
+	struct api_accept *a = arg;
+	struct api_accept_priv *p = a->priv;
+
+	pthread_mutex_lock(&p->mu);
+	p->jerr = err;
+	if (p->req != NULL)
+		api_resume(p->req);
+	pthread_mutex_unlock(&p->mu);
+	accept_unref(a, 0);
+}
+
+/*
+ * Journal jobs[0..n) in sync mode without holding the thread: park the
+ * request first (the callback may come before we return), then queue.
+ */
+static void
+accept_journal_wait(struct api_req *req, struct api_accept *a,
+    const struct api_job_in *jobs, size_t n)
+{
+	struct api_accept_priv *p = a->priv;
+	enum jrnl_err e;
+
+	pthread_mutex_lock(&p->mu);
+	p->refs++;
+	pthread_mutex_unlock(&p->mu);
+	p->phase = 1;
+	api_suspend(req);
+	e = api_journal_jobs_cb(req, req->tenant, a->t->name, jobs, n,
+	    p->now_ms, accept_journaled, a);
+	if (e != JRNL_OK)
+		accept_journaled(e, a);	/* the handler answers 503 */
+}
+
+/* Quota, client ids, journal: 0 to push, 1 parked, -1 answered. */
+static int
+accept_begin(struct api_req *req, struct api_accept *a)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	struct sched_push p;
-	struct api_job_in *todo = NULL;
-	int64_t now = clock_wall_ms();
-	enum sched_err e;
-	size_t i, k, unmade = 0, nvoid = 0;
-	unsigned char *known = NULL;
+	struct api_accept_priv *p = a->priv;
+	struct api_job_in *jobs = a->jobs, *todo = NULL;
+	size_t i, k, n = a->n;
 	int rc = -1, x;
 
-	if (n == 0)
-		return 0;
+	p->now_ms = clock_wall_ms();
 	if (api_quota_take(req, req->tenant, n) == -1)
 		return -1;
+	p->quota_held = n;
 	/* Client-given ids that exist already are answered from Redis. */
-	known = xcalloc(n, 1);
+	p->known = xcalloc(n, 1);
 	for (i = k = 0; i < n; i++) {
 		if (!jobs[i].client_id)
 			continue;
-		if ((x = client_id_exists(req, t, &jobs[i])) == -1) {
-			api_quota_refund(req->tenant, n);
+		if ((x = client_id_exists(req, a->t, &jobs[i])) == -1)
 			goto out;
-		}
-		known[i] = (unsigned char)x;
+		p->known[i] = (unsigned char)x;
 		k += (size_t)x;
 	}
 	if (k > 0) {
 		todo = xcalloc(n, sizeof(*todo));
 		for (i = k = 0; i < n; i++)
-			if (!known[i])
+			if (!p->known[i])
 				todo[k++] = jobs[i];
-	}
-	if (api_journal_jobs(req, req->tenant, t->name, todo != NULL ? todo :
-	    jobs, todo != NULL ? k : n, now) == -1) {
-		api_quota_refund(req->tenant, n);
+	} else
+		k = n;
+	if (ctx->jrnl != NULL && k > 0 &&
+	    conf.journal_mode == CONF_JOURNAL_SYNC) {
+		accept_journal_wait(req, a, todo != NULL ? todo : jobs, k);
+		rc = 1;
 		goto out;
 	}
+	if (api_journal_jobs(req, req->tenant, a->t->name, todo != NULL ?
+	    todo : jobs, k, p->now_ms) == -1)
+		goto out;
+	rc = 0;
+out:
+	if (rc == -1) {
+		api_quota_refund(req->tenant, p->quota_held);
+		p->quota_held = 0;
+	}
+	free(todo);
+	return rc;
+}
+
+int
+api_jobs_accept(struct api_req *req, struct api_accept *a)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct api_accept_priv *p = a->priv;
+	struct api_job_in *jobs = a->jobs;
+	struct sched_push p1;
+	enum sched_err e;
+	enum jrnl_err je;
+	size_t i, n = a->n, unmade = 0, nvoid = 0;
+	int64_t now;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (p->phase == 0) {
+		if ((rc = accept_begin(req, a)) != 0)
+			return rc;
+	} else if (p->phase == 1) {
+		pthread_mutex_lock(&p->mu);
+		je = p->jerr;
+		pthread_mutex_unlock(&p->mu);
+		if (je != JRNL_OK) {
+			api_journal_refused(req, req->tenant, a->t->name,
+			    n, je);
+			api_quota_refund(req->tenant, p->quota_held);
+			p->quota_held = 0;
+			return -1;
+		}
+	} else
+		return 0;	/* done already */
+	p->phase = 2;
+	now = p->now_ms;
 	for (i = 0; i < n; i++) {
-		if (known[i]) {
+		if (p->known[i]) {
 			unmade++;
 			continue;
 		}
-		memset(&p, 0, sizeof(p));
-		p.tenant = req->tenant;
-		p.topic = t->name;
-		p.id = jobs[i].id;
-		p.bizkey = jobs[i].bizkey;
-		p.run_at_ms = jobs[i].run_at_ms;
-		p.priority = jobs[i].priority;
-		p.body = jobs[i].body;
-		p.body_len = jobs[i].body_len;
-		p.headers_json = jobs[i].headers_json;
-		p.schedule = jobs[i].schedule;
-		p.ttr_ms = jobs[i].ttr_ms;
-		e = sched_push(ctx->sched, &p, &jobs[i].res);
+		memset(&p1, 0, sizeof(p1));
+		p1.tenant = req->tenant;
+		p1.topic = a->t->name;
+		p1.id = jobs[i].id;
+		p1.bizkey = jobs[i].bizkey;
+		p1.run_at_ms = jobs[i].run_at_ms;
+		p1.priority = jobs[i].priority;
+		p1.body = jobs[i].body;
+		p1.body_len = jobs[i].body_len;
+		p1.headers_json = jobs[i].headers_json;
+		p1.schedule = jobs[i].schedule;
+		p1.ttr_ms = jobs[i].ttr_ms;
+		e = sched_push(ctx->sched, &p1, &jobs[i].res);
 		if (e != SCHED_OK) {
 			jobs[i].status = sched_status(e);
 			jobs[i].res.id[0] = '\0';
@@ -635,11 +796,8 @@ api_jobs_accept(struct api_req *req, const struct registry_topic *t,
 	}
 	api_journal_settle(req, req->tenant, nvoid);
 	api_quota_refund(req->tenant, unmade);
-	rc = 0;
-out:
-	free(todo);
-	free(known);
-	return rc;
+	p->quota_held = 0;
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -648,28 +806,28 @@ out:
 static void
 job_push(struct api_req *req)
 {
-	struct registry_topic *t = NULL;
-	struct api_job_in j;
-	json_object *body = NULL;
+	struct api_accept *a = req->state;
+	struct api_job_in *j;
 
-	memset(&j, 0, sizeof(j));
-	if (api_topic_load(req, req->param[0], &t) == -1 ||
-	    api_body_json(req, &body) == -1 ||
-	    api_job_parse(req, body, t, API_JOB_V1, "", &j) == -1 ||
-	    api_jobs_accept(req, t, &j, 1) == -1)
-		goto out;
-	if (j.status == 201 || j.status == 200)
-		api_reply_json(req, j.status, api_job_result_json(&j));
-	else if (j.status == 409)
+	if (a == NULL) {
+		a = api_accept_new(req, 1);
+		if (api_topic_load(req, req->param[0], &a->t) == -1 ||
+		    api_body_json(req, &a->body) == -1 ||
+		    api_job_parse(req, a->body, a->t, API_JOB_V1, "",
+		    &a->jobs[0]) == -1)
+			return;
+	}
+	if (api_jobs_accept(req, a) != 0)
+		return;
+	j = &a->jobs[0];
+	if (j->status == 201 || j->status == 200)
+		api_reply_json(req, j->status, api_job_result_json(j));
+	else if (j->status == 409)
 		api_error(req, 409, "conflict", "bizkey",
 		    "the job conflicts with an existing one");
 	else
-		api_sched_error(req, j.status == 503 ? SCHED_EUNAVAIL :
+		api_sched_error(req, j->status == 503 ? SCHED_EUNAVAIL :
 		    SCHED_EINTERNAL, "job");
-out:
-	api_job_in_clear(&j);
-	registry_topic_free(t);
-	json_object_put(body);
 }
 
 static json_object *
@@ -689,51 +847,66 @@ item_error(int status, const char *code, const char *field,
 	return o;
 }
 
-static void
-job_batch(struct api_req *req)
+/* The first call of a batch: parse it into a new req->state.  0 or -1. */
+static int
+batch_parse(struct api_req *req)
 {
 	static const char *const allowed[] = { "jobs", NULL };
-	struct registry_topic *t = NULL;
-	struct api_job_in *jobs = NULL;
-	json_object *body = NULL, *arr, *o, *res;
+	struct api_accept *a = api_accept_new(req, 0);
+	json_object *arr;
 	char prefix[32];
-	size_t i, n = 0, limit = (size_t)CONF_GET(limit_batch);
+	size_t i, n, limit = (size_t)CONF_GET(limit_batch);
 
-	if (api_topic_load(req, req->param[0], &t) == -1 ||
-	    api_body_json(req, &body) == -1 ||
-	    api_json_only(req, body, allowed, "") == -1)
-		goto out;
-	if (!json_object_object_get_ex(body, "jobs", &arr) ||
+	if (api_topic_load(req, req->param[0], &a->t) == -1 ||
+	    api_body_json(req, &a->body) == -1 ||
+	    api_json_only(req, a->body, allowed, "") == -1)
+		return -1;
+	if (!json_object_object_get_ex(a->body, "jobs", &arr) ||
 	    !json_object_is_type(arr, json_type_array)) {
 		api_error(req, 400, "missing_field", "jobs",
 		    "jobs must be an array of jobs");
-		goto out;
+		return -1;
 	}
 	n = json_object_array_length(arr);
 	if (n == 0 || n > limit) {
 		api_error(req, n == 0 ? 400 : 413, n == 0 ? "invalid_field" :
 		    "batch_too_large", "jobs", "a batch holds 1 to %zu jobs",
 		    limit);
-		n = 0;
-		goto out;
+		return -1;
 	}
 	/*
 	 * All or nothing on validation: a batch with one bad job is refused
 	 * whole (naming it), so a client never has to sort out which half of
 	 * a batch went in.
 	 */
-	jobs = xcalloc(n, sizeof(*jobs));
+	a->jobs = xcalloc(n, sizeof(*a->jobs));
+	a->n = n;
 	for (i = 0; i < n; i++) {
 		snprintf(prefix, sizeof(prefix), "jobs[%zu].", i);
-		if (api_job_parse(req, json_object_array_get_idx(arr, i), t,
-		    API_JOB_V1, prefix, &jobs[i]) == -1)
-			goto out;
+		if (api_job_parse(req, json_object_array_get_idx(arr, i),
+		    a->t, API_JOB_V1, prefix, &a->jobs[i]) == -1)
+			return -1;
 	}
-	if (api_jobs_accept(req, t, jobs, n) == -1)
-		goto out;
+	return 0;
+}
+
+static void
+job_batch(struct api_req *req)
+{
+	struct api_accept *a;
+	struct api_job_in *jobs;
+	json_object *o, *res;
+	size_t i;
+
+	if (req->state == NULL && batch_parse(req) == -1)
+		return;
+	a = req->state;
+	if (api_jobs_accept(req, a) != 0)
+		return;
+	jobs = a->jobs;
 	o = json_object_new_object();
 	res = json_object_new_array();
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < a->n; i++) {
 		if (jobs[i].status == 201 || jobs[i].status == 200) {
 			json_object *r = api_job_result_json(&jobs[i]);
 
@@ -748,12 +921,6 @@ job_batch(struct api_req *req)
 	}
 	json_object_object_add(o, "results", res);
 	api_reply_json(req, 200, o);
-out:
-	for (i = 0; jobs != NULL && i < n; i++)
-		api_job_in_clear(&jobs[i]);
-	free(jobs);
-	registry_topic_free(t);
-	json_object_put(body);
 }
 
 static void

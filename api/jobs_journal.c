@@ -5,6 +5,10 @@
  * listing of a tenant's jobs (the journal indexes them by tenant, Redis
  * does not).
  *
+ * The push routes journal through api_journal_jobs_cb(): the journal calls
+ * back once the rows are committed, so no HTTP thread waits for the
+ * group commit (jobs.c parks the request meanwhile).
+ *
  * Key decision: a journaled job that Redis does not make is marked
  * cancelled through an ordinary transition, and in sync mode the caller
  * flushes the transitions before it answers, so the mark is durable
@@ -47,17 +51,14 @@ api_need_journal(struct api_req *req, const char *what)
 	return -1;
 }
 
-int
-api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
+/* The journal's rows of jobs (pointing into them); free() the array. */
+static struct jrnl_job *
+journal_rows(const char *tenant, const char *topic,
     const struct api_job_in *jobs, size_t n, int64_t now_ms)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	struct jrnl_job *jj;
-	enum jrnl_err e;
 	size_t i;
 
-	if (ctx->jrnl == NULL || n == 0)
-		return 0;
 	jj = xcalloc(n, sizeof(*jj));
 	for (i = 0; i < n; i++) {
 		jj[i].tenant = tenant;
@@ -74,16 +75,56 @@ api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
 		jj[i].state = "scheduled";
 		jj[i].created_ms = now_ms;
 	}
-	e = jrnl_put_jobs(ctx->jrnl, jj, n);
-	free(jj);
-	if (e == JRNL_OK)
-		return 0;
+	return jj;
+}
+
+void
+api_journal_refused(struct api_req *req, const char *tenant,
+    const char *topic, size_t n, enum jrnl_err e)
+{
 	log_warnx("api: journal: %s: %zu job(s) of %s/%s refused",
 	    jrnl_strerror(e), n, tenant, topic);
 	api_error(req, 503, "journal_unavailable", NULL,
 	    "the journal cannot record the job now (%s); nothing was "
 	    "accepted, try again", jrnl_strerror(e));
+}
+
+int
+api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
+    const struct api_job_in *jobs, size_t n, int64_t now_ms)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_job *jj;
+	enum jrnl_err e;
+
+	if (ctx->jrnl == NULL || n == 0)
+		return 0;
+	jj = journal_rows(tenant, topic, jobs, n, now_ms);
+	e = jrnl_put_jobs(ctx->jrnl, jj, n);
+	free(jj);
+	if (e == JRNL_OK)
+		return 0;
+	api_journal_refused(req, tenant, topic, n, e);
 	return -1;
+}
+
+enum jrnl_err
+api_journal_jobs_cb(struct api_req *req, const char *tenant,
+    const char *topic, const struct api_job_in *jobs, size_t n,
+    int64_t now_ms, jrnl_done_fn done, void *arg)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct jrnl_job *jj;
+	enum jrnl_err e;
+
+	if (ctx->jrnl == NULL || n == 0) {
+		done(JRNL_OK, arg);
+		return JRNL_OK;
+	}
+	jj = journal_rows(tenant, topic, jobs, n, now_ms);
+	e = jrnl_put_jobs_cb(ctx->jrnl, jj, n, done, arg);	/* copies */
+	free(jj);
+	return e;
 }
 
 void

@@ -7,7 +7,9 @@
  * rest (a tenant key, or the admin key with X-Tenant), and every one of them
  * calls the same code as its v1 counterpart (api_job_parse,
  * api_jobs_accept, api_pull_reserve, api_pull_finish), so the original
- * clients get the same validation, quota, journal and tenant isolation.
+ * clients get the same validation, quota, journal and tenant isolation
+ * (/push keeps its parsed job in req->state, struct api_accept, while the
+ * journal commits it).
  * Recovery reads the journal: with the journal off it answers 501.  The
  * recovery routes re-create jobs only, with the same rules as the automatic
  * rebuild (restore.c): the transitions queued here are flushed first, so a
@@ -42,42 +44,41 @@
 static void
 push(struct api_req *req)
 {
-	struct registry_topic *t = NULL;
-	struct api_job_in j;
-	json_object *body = NULL, *o;
+	struct api_accept *a = req->state;
+	json_object *o;
 	const char *topic = NULL;
 	int present;
 
-	memset(&j, 0, sizeof(j));
-	if (api_body_json(req, &body) == -1 ||
-	    api_json_string(req, body, "topic", "topic", API_TOPIC_MAX, &topic,
-	    &present) == -1)
-		goto out;
-	if (!present) {
-		api_error(req, 400, "missing_field", "topic",
-		    "topic is required");
-		goto out;
+	if (a == NULL) {
+		a = api_accept_new(req, 1);
+		if (api_body_json(req, &a->body) == -1 ||
+		    api_json_string(req, a->body, "topic", "topic",
+		    API_TOPIC_MAX, &topic, &present) == -1)
+			return;
+		if (!present) {
+			api_error(req, 400, "missing_field", "topic",
+			    "topic is required");
+			return;
+		}
+		if (api_topic_load(req, topic, &a->t) == -1 ||
+		    api_job_parse(req, a->body, a->t, API_JOB_ORIGINAL, "",
+		    &a->jobs[0]) == -1)
+			return;
 	}
-	if (api_topic_load(req, topic, &t) == -1 ||
-	    api_job_parse(req, body, t, API_JOB_ORIGINAL, "", &j) == -1 ||
-	    api_jobs_accept(req, t, &j, 1) == -1)
-		goto out;
-	if (j.status == 409) {
+	if (api_jobs_accept(req, a) != 0)
+		return;
+	if (a->jobs[0].status == 409) {
 		api_error(req, 409, "conflict", "id",
 		    "that id names a job of another topic");
-		goto out;
+		return;
 	}
-	if (j.status != 201 && j.status != 200) {
-		api_sched_error(req, j.status == 503 ? SCHED_EUNAVAIL :
-		    SCHED_EINTERNAL, "job");
-		goto out;
+	if (a->jobs[0].status != 201 && a->jobs[0].status != 200) {
+		api_sched_error(req, a->jobs[0].status == 503 ?
+		    SCHED_EUNAVAIL : SCHED_EINTERNAL, "job");
+		return;
 	}
-	o = api_job_result_json(&j);
+	o = api_job_result_json(&a->jobs[0]);
 	api_reply_json(req, 200, o);
-out:
-	api_job_in_clear(&j);
-	registry_topic_free(t);
-	json_object_put(body);
 }
 
 /* The id query argument: 0, or -1 after answering 400. */

@@ -173,7 +173,10 @@ enum jrnl_req_state {
 	JRNL_REQ_DONE,
 };
 
-/* One jrnl_put_jobs call waiting for the writer. */
+/*
+ * One jrnl_put_jobs call waiting for the writer, or one jrnl_put_jobs_cb
+ * (sync, with cb: heap-allocated, owns its copy, settled by the callback).
+ */
 struct jrnl_put_req {
 	TAILQ_ENTRY(jrnl_put_req) entry;
 	const struct jrnl_job	*jobs;
@@ -182,7 +185,10 @@ struct jrnl_put_req {
 	int			 sync;
 	enum jrnl_req_state	 state;
 	enum jrnl_err		 result;
-	void			*copy;	/* ASYNC: owns jobs */
+	void			*copy;	/* ASYNC, cb: owns jobs */
+	jrnl_done_fn		 cb;	/* NULL: a caller waits */
+	void			*cb_arg;
+	int64_t			 deadline_mono_us;	/* cb: if still queued */
 };
 TAILQ_HEAD(jrnl_put_list, jrnl_put_req);
 
@@ -212,6 +218,7 @@ struct jrnl {
 	/* Under mu. */
 	struct jrnl_put_list	 puts;
 	struct jrnl_put_list	 inflight;
+	struct jrnl_put_list	 settled;	/* cb puts, to call back */
 	uint64_t		 put_seq;
 	size_t			 async_jobs;
 	struct jrnl_trans_rec	**ring;
@@ -253,8 +260,13 @@ int	jrnl_state_finished(const char *state);
 void	jrnl_cv_wait_us(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t us);
 /* writer.c */
 void	*jrnl_writer_main(void *arg);
-/* Settle a request the writer is done with (frees an ASYNC one); mu held. */
+/*
+ * Settle a request the writer is done with (frees an ASYNC one, moves a cb
+ * one to settled); mu held.
+ */
 void	jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r);
+/* Call back and free the settled cb puts; mu held, dropped meanwhile. */
+void	jrnl_run_callbacks(struct jrnl *j);
 /* read.c: close the reading connection (at jrnl_close). */
 void	jrnl_read_close(struct jrnl *j);
 

@@ -7,8 +7,11 @@
  * condition variable until the batch holding it commits; the request lives
  * on the caller's stack because the caller always waits for it to be
  * settled or takes it back out of the queue itself (at its deadline, if the
- * writer never took it).  ASYNC puts and transitions are copied into the
- * queue and the caller goes on; both queues are bounded by queue_max, and
+ * writer never took it).  jrnl_put_jobs_cb() queues a copy instead and
+ * the writer calls back once it is settled (what lets the HTTP push path
+ * wait for the commit without holding a thread, so every push in flight
+ * can share one group commit).  ASYNC puts and transitions are copied into
+ * the queue and the caller goes on; both queues are bounded by queue_max, and
  * what does not fit is refused (puts, JRNL_EFULL) or dropped and counted
  * (transitions), never grown without bound.
  */
@@ -242,6 +245,7 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 	fill_defaults(&j->cfg);
 	TAILQ_INIT(&j->puts);
 	TAILQ_INIT(&j->inflight);
+	TAILQ_INIT(&j->settled);
 	if ((e = jrnl_url_parse(j->cfg.url, &j->url, why, whylen)) != JRNL_OK)
 		goto fail;
 	if (j->url.kind == JRNL_KIND_NONE || j->cfg.mode == JRNL_MODE_OFF) {
@@ -328,6 +332,9 @@ jrnl_close(struct jrnl *j)
 		r->result = JRNL_EUNAVAIL;
 		jrnl_finish_req(j, r);
 	}
+	pthread_mutex_lock(&j->mu);
+	jrnl_run_callbacks(j);
+	pthread_mutex_unlock(&j->mu);
 	if (lost_t > 0 || lost_j > 0)
 		log_warnx("journal: closed with %zu transitions and %zu "
 		    "ASYNC jobs unwritten", lost_t, lost_j);
@@ -416,6 +423,42 @@ jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs, size_t n)
 	e = req.result;
 	pthread_mutex_unlock(&j->mu);
 	return e;
+}
+
+enum jrnl_err
+jrnl_put_jobs_cb(struct jrnl *j, const struct jrnl_job *jobs, size_t n,
+    jrnl_done_fn done, void *arg)
+{
+	struct jrnl_put_req *r;
+	enum jrnl_err e;
+	size_t i;
+
+	if (j == NULL || done == NULL || (jobs == NULL && n > 0))
+		return JRNL_EINVAL;
+	for (i = 0; i < n; i++)
+		if (!job_valid(&jobs[i]))
+			return JRNL_EINVAL;
+	if (j->off || n == 0 || j->cfg.mode == JRNL_MODE_ASYNC) {
+		if ((e = jrnl_put_jobs(j, jobs, n)) != JRNL_OK)
+			return e;
+		done(JRNL_OK, arg);
+		return JRNL_OK;
+	}
+	r = xcalloc(1, sizeof(*r));
+	r->copy = copy_jobs(jobs, n);
+	r->jobs = r->copy;
+	r->n = n;
+	r->sync = 1;
+	r->cb = done;
+	r->cb_arg = arg;
+	r->state = JRNL_REQ_QUEUED;
+	r->deadline_mono_us = clock_mono_us() + j->cfg.timeout_ms * 1000;
+	pthread_mutex_lock(&j->mu);
+	r->seq = ++j->put_seq;
+	TAILQ_INSERT_TAIL(&j->puts, r, entry);
+	pthread_cond_signal(&j->wake);
+	pthread_mutex_unlock(&j->mu);
+	return JRNL_OK;
 }
 
 void

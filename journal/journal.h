@@ -5,7 +5,8 @@
  *
  * Key decision: one writer thread owns the writing connection.  Job puts are
  * queued to it and written by group commit (every put waiting when a
- * transaction starts shares it, so concurrent puts share one fsync), and
+ * transaction starts shares it, so concurrent puts share one fsync; a put
+ * may also be settled by a callback, so its caller need not wait), and
  * state transitions are queued without blocking and written in batches.
  * Reads and the tenant/key/topic records go through a second, mutex-guarded
  * connection and are synchronous.  See docs/internals/JOURNAL.md.
@@ -194,6 +195,19 @@ void	jrnl_close(struct jrnl *j);
  */
 enum jrnl_err jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs,
 	    size_t n);
+/*
+ * The same without waiting: the jobs are copied and done(err, arg) is
+ * called exactly once when JRNL_OK is returned, never otherwise.  SYNC:
+ * from the writer thread once the transaction holding them committed, or
+ * with the error (JRNL_EUNAVAIL when the database cannot be reached, or a
+ * put still queued after about timeout_ms; JRNL_EINTERNAL for a row
+ * refused).  ASYNC (once queued) and OFF: from the caller's thread, before
+ * the return.  done runs with no journal lock held and must not block on
+ * the journal's writer (no jrnl_put_jobs, jrnl_flush, jrnl_purge).
+ */
+typedef void	(*jrnl_done_fn)(enum jrnl_err err, void *arg);
+enum jrnl_err jrnl_put_jobs_cb(struct jrnl *j, const struct jrnl_job *jobs,
+	    size_t n, jrnl_done_fn done, void *arg);
 /*
  * Queue a state change (copied); never waits for I/O.  When the queue is
  * full the transition is dropped and counted.

@@ -15,7 +15,9 @@
  * writer reconnects: once at once, then with exponential backoff.  Idle, it
  * pings every JRNL_PING_US so jrnl_ready() notices a lost database, and purges
  * finished jobs past retention one small transaction per round so writes
- * are never held behind a purge.
+ * are never held behind a purge.  Puts with a callback (jrnl_put_jobs_cb)
+ * are called back at the top of the next loop, with mu dropped, so a
+ * callback never runs under the journal's lock.
  */
 #include "config.h"
 
@@ -209,6 +211,11 @@ unavail:
 void
 jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r)
 {
+	if (r->cb != NULL) {
+		r->state = JRNL_REQ_DONE;
+		TAILQ_INSERT_TAIL(&j->settled, r, entry);
+		return;
+	}
 	if (r->sync) {
 		r->state = JRNL_REQ_DONE;
 		return;
@@ -218,6 +225,26 @@ jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r)
 	j->async_jobs -= r->n;
 	free(r->copy);
 	free(r);
+}
+
+void
+jrnl_run_callbacks(struct jrnl *j)
+{
+	struct jrnl_put_list l;
+	struct jrnl_put_req *r;
+
+	if (TAILQ_EMPTY(&j->settled))
+		return;
+	TAILQ_INIT(&l);
+	TAILQ_CONCAT(&l, &j->settled, entry);
+	pthread_mutex_unlock(&j->mu);
+	while ((r = TAILQ_FIRST(&l)) != NULL) {
+		TAILQ_REMOVE(&l, r, entry);
+		r->cb(r->result, r->cb_arg);
+		free(r->copy);
+		free(r);
+	}
+	pthread_mutex_lock(&j->mu);
 }
 
 /* Fail whoever waits on a database that is not there. */
@@ -233,7 +260,10 @@ fail_waiters(struct jrnl *j)
 			continue;
 		TAILQ_REMOVE(&j->puts, r, entry);
 		r->result = JRNL_EUNAVAIL;
-		r->state = JRNL_REQ_DONE;
+		if (r->cb != NULL)
+			jrnl_finish_req(j, r);
+		else
+			r->state = JRNL_REQ_DONE;
 		any = 1;
 	}
 	if (j->flushers > 0) {
@@ -323,11 +353,18 @@ write_round(struct jrnl *j, int take_trans)
 	size_t nreq = 0, ntr = 0, njobs = 0, i, ok, used, cap;
 	uint64_t commits = 0;
 	enum jrnl_err e;
+	int64_t now = clock_mono_us();
 	char why[256];
 
 	while ((r = TAILQ_FIRST(&j->puts)) != NULL && nreq < BATCH_REQS &&
 	    (nreq == 0 || njobs + r->n <= BATCH_JOBS)) {
 		TAILQ_REMOVE(&j->puts, r, entry);
+		if (r->cb != NULL && now >= r->deadline_mono_us) {
+			/* As a waiting caller would have given up. */
+			r->result = JRNL_EUNAVAIL;
+			jrnl_finish_req(j, r);
+			continue;
+		}
 		TAILQ_INSERT_TAIL(&j->inflight, r, entry);
 		r->state = JRNL_REQ_TAKEN;
 		reqs[nreq++] = r;
@@ -337,6 +374,11 @@ write_round(struct jrnl *j, int take_trans)
 	if (take_trans)
 		for (; ntr < j->ring_len && ntr < JRNL_BATCH_TRANS; ntr++)
 			tr[ntr] = j->ring[(j->ring_head + ntr) % cap];
+	if (nreq == 0 && ntr == 0) {
+		/* Every put taken had expired. */
+		pthread_cond_broadcast(&j->done);
+		return;
+	}
 	if (nreq > 0)
 		j->last_batch_reqs = nreq;
 	pthread_mutex_unlock(&j->mu);
@@ -530,6 +572,7 @@ jrnl_writer_main(void *arg)
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
+		jrnl_run_callbacks(j);
 		now = clock_mono_us();
 		urgent = has_sync_puts(j) || j->flushers > 0 ||
 		    j->purge_req_gen > j->purge_done_gen || j->stopping;
@@ -539,6 +582,7 @@ jrnl_writer_main(void *arg)
 				try_connect(j);
 			if (!j->connected) {
 				fail_waiters(j);
+				jrnl_run_callbacks(j);
 				if (j->stopping)
 					break;
 				jrnl_cv_wait_us(&j->wake, &j->mu,
@@ -588,6 +632,7 @@ jrnl_writer_main(void *arg)
 			deadline = min64(deadline, j->next_flush_mono_us);
 		jrnl_cv_wait_us(&j->wake, &j->mu, deadline - now);
 	}
+	jrnl_run_callbacks(j);
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }

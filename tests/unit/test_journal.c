@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -815,6 +816,133 @@ test_retention(void **state)
 	jrnl_close(j);
 }
 
+/* jrnl_put_jobs_cb: one call back per put, after its commit, or failed. */
+struct cb_rec {
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cv;
+	struct jrnl	*j;
+	int		 calls[8];
+	int		 found[8];	/* the row was readable at the call */
+	enum jrnl_err	 err[8];
+	int		 total;
+};
+
+struct cb_arg {
+	struct cb_rec	*rec;
+	int		 i;
+	const char	*id;
+};
+
+static void
+cb_done(enum jrnl_err err, void *arg)
+{
+	struct cb_arg *a = arg;
+	struct cb_rec *r = a->rec;
+	struct ids ids = { .n = 0 };
+	int found;
+
+	found = err == JRNL_OK && jrnl_get_job(r->j, "cb", a->id,
+	    tj_collect_id, &ids) == JRNL_OK && ids.n == 1;
+	pthread_mutex_lock(&r->mu);
+	r->calls[a->i]++;
+	r->found[a->i] = found;
+	r->err[a->i] = err;
+	r->total++;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* Wait until r->total reaches n or 5 s pass: 1, or 0. */
+static int
+cb_wait(struct cb_rec *r, int n)
+{
+	int64_t deadline = clock_mono_us() + 5000000;
+	int ok;
+
+	pthread_mutex_lock(&r->mu);
+	while (r->total < n && clock_mono_us() < deadline) {
+		pthread_mutex_unlock(&r->mu);
+		usleep(2000);
+		pthread_mutex_lock(&r->mu);
+	}
+	ok = r->total >= n;
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
+static void
+test_put_cb(void **state)
+{
+	static const char *const idv[8] = { "C0", "C1", "C2", "C3", "C4",
+	    "C5", "C6", "C7" };
+	struct tb *b = tj_begin(state);
+	struct cb_rec rec;
+	struct cb_arg args[8];
+	struct jrnl_job job;
+	struct jrnl *j;
+	int64_t t0;
+	int i;
+
+	memset(&rec, 0, sizeof(rec));
+	pthread_mutex_init(&rec.mu, NULL);
+	pthread_cond_init(&rec.cv, NULL);
+	for (i = 0; i < 8; i++)
+		args[i] = (struct cb_arg){ &rec, i, idv[i] };
+
+	j = tj_open(b, JRNL_MODE_SYNC);
+	rec.j = j;
+	job = tj_job("cb", "a", "C0", NULL, 1);
+	assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, NULL, NULL),
+	    JRNL_EINVAL);
+	for (i = 0; i < 7; i++) {
+		job = tj_job("cb", "a", idv[i], NULL, 10 + i);
+		assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, cb_done,
+		    &args[i]), JRNL_OK);
+	}
+	assert_true(cb_wait(&rec, 7));
+	usleep(50000);			/* a second call would show now */
+	pthread_mutex_lock(&rec.mu);
+	assert_int_equal(rec.total, 7);
+	for (i = 0; i < 7; i++) {
+		assert_int_equal(rec.calls[i], 1);
+		assert_int_equal(rec.err[i], JRNL_OK);
+		assert_true(rec.found[i]);
+	}
+	pthread_mutex_unlock(&rec.mu);
+
+	/* The database gone: called back with the error, in bounded time. */
+	jrnl_test_set_unavailable(1);
+	job = tj_job("cb", "a", idv[7], NULL, 20);
+	t0 = clock_mono_us();
+	assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, cb_done, &args[7]),
+	    JRNL_OK);
+	assert_true(cb_wait(&rec, 8));
+	assert_true(clock_mono_us() - t0 < 3000000);	/* timeout_ms 1000 */
+	jrnl_test_set_unavailable(0);
+	pthread_mutex_lock(&rec.mu);
+	assert_int_equal(rec.calls[7], 1);
+	assert_int_equal(rec.err[7], JRNL_EUNAVAIL);
+	pthread_mutex_unlock(&rec.mu);
+	assert_true(tj_wait_until(tj_is_ready, j, 20000));
+	jrnl_close(j);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 7);
+
+	/* ASYNC: called back once queued, before the return. */
+	j = tj_open(b, JRNL_MODE_ASYNC);
+	rec.j = j;
+	rec.total = 0;
+	rec.calls[0] = 0;
+	job = tj_job("cb", "a", "C0", NULL, 30);
+	assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, cb_done, &args[0]),
+	    JRNL_OK);
+	assert_int_equal(rec.total, 1);
+	assert_int_equal(rec.calls[0], 1);
+	assert_int_equal(rec.err[0], JRNL_OK);
+	jrnl_close(j);
+	pthread_mutex_destroy(&rec.mu);
+	pthread_cond_destroy(&rec.cv);
+}
+
 /* One row per case and backend, named for both. */
 #define ONE(f, b)	{ #f "/" #b, f, tj_setup, tj_teardown, &b##_b }
 #define BOTH(f)		ONE(f, sqlite), ONE(f, mysql)
@@ -829,6 +957,7 @@ main(void)
 		BOTH(test_schema),
 		BOTH(test_roundtrip),
 		BOTH(test_group_commit),
+		BOTH(test_put_cb),
 		BOTH(test_transitions),
 		BOTH(test_list),
 		BOTH(test_scan_unfinished),
