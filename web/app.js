@@ -975,9 +975,10 @@
 
 	async function refreshNow() {
 		const v = S.view;
-		if (!v || S.busy)
+		if (!v || S.busy || S.switching)
 			return;
 		S.busy = true;
+		S.passes = (S.passes || 0) + 1;
 		try {
 			await v.refresh();
 			if (v === S.view)
@@ -986,6 +987,7 @@
 				    ' · refreshes every ' + POLL_MS / 1000 + ' s';
 		} finally {
 			S.busy = false;
+			S.passes--;
 		}
 	}
 
@@ -1029,14 +1031,27 @@
 		}));
 		$('logout').addEventListener('click', () => logout(''));
 		$('refresh').addEventListener('click', act(refreshNow));
-		$('tenant-select').addEventListener('change', () => {
-			S.tenant = $('tenant-select').value;
-			store.setItem('retryd.tenant', S.tenant);
+		$('tenant-select').addEventListener('change', act(async () => {
+			/*
+			 * A refresh in flight reads S.tenant for each of its
+			 * requests: let it finish before the tenant changes,
+			 * and start none meanwhile, or it would ask for the old
+			 * tenant's topics as the new one (404s).
+			 */
+			S.switching = true;
+			try {
+				while (S.passes > 0)
+					await new Promise((r) => setTimeout(r, 10));
+				S.tenant = $('tenant-select').value;
+				store.setItem('retryd.tenant', S.tenant);
+			} finally {
+				S.switching = false;
+			}
 			if (window.location.hash === '#/topics')
 				route();
 			else
 				window.location.hash = '#/topics';
-		});
+		}));
 		window.addEventListener('hashchange', route);
 		setInterval(poll, POLL_MS);
 
