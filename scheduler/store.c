@@ -305,6 +305,15 @@ code_err(long long code)
 	}
 }
 
+/* The reply's first element as a status or count: negative is an error. */
+static enum sched_err
+el_status(const redisReply *r, long long *v)
+{
+	if (el_int(r, 0, v) == -1)
+		return SCHED_EINTERNAL;
+	return *v < 0 ? code_err(*v) : SCHED_OK;
+}
+
 static void
 lld(char buf[24], long long v)
 {
@@ -350,14 +359,8 @@ sched_st_push(struct sched *s, redisContext *c, int shard,
 	    args, lens, &r, broken);
 	if (e != SCHED_OK)
 		return e;
-	if (el_int(r, 0, &code) == -1) {
-		e = SCHED_EINTERNAL;
+	if ((e = el_status(r, &code)) != SCHED_OK)
 		goto out;
-	}
-	if (code < 0) {
-		e = code_err(code);
-		goto out;
-	}
 	if ((k = el_str(r, 1)) == NULL || el_int(r, 2, &due) == -1 ||
 	    el_int(r, 3, &st) == -1 ||
 	    sched_idkey_text(k->str, k->len, res->id) == -1) {
@@ -820,14 +823,8 @@ sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
 	    lens, &r, broken);
 	if (e != SCHED_OK)
 		return e;
-	if (el_int(r, 0, &moved) == -1) {
-		e = SCHED_EINTERNAL;
+	if ((e = el_status(r, &moved)) != SCHED_OK)
 		goto out;
-	}
-	if (moved < 0) {
-		e = code_err(moved);
-		goto out;
-	}
 	*n = moved;
 	*left = el_int(r, 1, &l) == 0 ? l : 0;
 	for (i = 2; i + 1 < r->elements; i += 2) {
