@@ -146,28 +146,44 @@ names_ok(const char *tenant, const char *topic)
 	    api_valid_tenant(tenant) && api_valid_topic(topic);
 }
 
+/*
+ * The entry of (tenant, topic, the minute of now_ms) with its stripe locked
+ * in *stp, or NULL (bad names: nothing locked; no room: still locked).
+ * The caller unlocks (*stp)->lock when *stp is set.
+ */
+static struct entry *
+entry_lock(const char *tenant, const char *topic, int64_t now_ms,
+    struct stripe **stp)
+{
+	int64_t minute = now_ms / STATS_MINUTE_MS;
+	uint32_t h;
+
+	*stp = NULL;
+	if (!names_ok(tenant, topic))
+		return NULL;
+	pthread_once(&stripes_once, stripes_init);
+	h = entry_hash(tenant, topic, minute);
+	*stp = &stripes[h % STATS_STRIPES];
+	pthread_mutex_lock(&(*stp)->lock);
+	return entry_get(*stp, h, tenant, topic, minute);
+}
+
 void
 obs_stats_attempt(const char *tenant, const char *topic, int delivered,
     int64_t now_ms)
 {
-	int64_t minute = now_ms / STATS_MINUTE_MS;
-	uint32_t h;
 	struct stripe *st;
 	struct entry *e;
 
-	if (!names_ok(tenant, topic))
-		return;
-	pthread_once(&stripes_once, stripes_init);
-	h = entry_hash(tenant, topic, minute);
-	st = &stripes[h % STATS_STRIPES];
-	pthread_mutex_lock(&st->lock);
-	if ((e = entry_get(st, h, tenant, topic, minute)) != NULL) {
+	e = entry_lock(tenant, topic, now_ms, &st);
+	if (e != NULL) {
 		if (delivered)
 			e->ok++;
 		else
 			e->fail++;
 	}
-	pthread_mutex_unlock(&st->lock);
+	if (st != NULL)
+		pthread_mutex_unlock(&st->lock);
 }
 
 static size_t
@@ -185,20 +201,14 @@ void
 obs_stats_lateness(const char *tenant, const char *topic, int64_t late_ms,
     int64_t now_ms)
 {
-	int64_t minute = now_ms / STATS_MINUTE_MS;
-	uint32_t h;
 	struct stripe *st;
 	struct entry *e;
 
-	if (!names_ok(tenant, topic))
-		return;
-	pthread_once(&stripes_once, stripes_init);
-	h = entry_hash(tenant, topic, minute);
-	st = &stripes[h % STATS_STRIPES];
-	pthread_mutex_lock(&st->lock);
-	if ((e = entry_get(st, h, tenant, topic, minute)) != NULL)
+	e = entry_lock(tenant, topic, now_ms, &st);
+	if (e != NULL)
 		e->late[late_bucket(late_ms < 0 ? 0 : late_ms)]++;
-	pthread_mutex_unlock(&st->lock);
+	if (st != NULL)
+		pthread_mutex_unlock(&st->lock);
 }
 
 uint64_t
