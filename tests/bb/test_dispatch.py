@@ -198,6 +198,20 @@ def _():
     assert rcv.requests[0].body == text.encode(), rcv.requests[0].body
 
 
+@t.test("the debug clock refuses bad moves and tenant keys; it never goes "
+        "back")
+def _():
+    before = clock()["now_ms"]
+    for body, field in (({}, "advance_ms"), ({"advance_ms": -1}, "advance_ms"),
+                        ({"advance_ms": "5"}, "advance_ms"),
+                        ({"now_ms": before - 1}, "now_ms")):
+        expect_error(F.admin("POST", "/v1/debug/clock", body), 400,
+                     field=field)
+    st, _, _ = F.req("POST", "/v1/debug/clock", {"advance_ms": 1}, key=FKEY)
+    assert st in (401, 403, 404), st
+    assert clock()["now_ms"] == before, "a refused move moved the clock"
+
+
 F.stop()
 
 # Real time from here: timeouts and refusals happen in libcurl's clock.
@@ -369,6 +383,12 @@ def _():
     assert len(rcv.requests) == 0, "a refused target was called"
     d2.stop()
     redis.stop()
+
+
+@t.test("without debug.fake_clock the debug clock does not exist (404)")
+def _():
+    expect_error(R.admin("GET", "/v1/debug/clock"), 404)
+    expect_error(R.admin("POST", "/v1/debug/clock", {"advance_ms": 1}), 404)
 
 
 R.stop()
