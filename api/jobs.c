@@ -718,14 +718,60 @@ out:
 	return rc;
 }
 
+/*
+ * Pushes the jobs not answered yet to Redis, all in one sched_push_many;
+ * a job's status is left 0 when Redis made or found it, else set.
+ */
+static void
+accept_push(struct api_ctx *ctx, const char *tenant, struct api_accept *a)
+{
+	struct api_accept_priv *p = a->priv;
+	struct api_job_in *jobs = a->jobs;
+	struct sched_push *v;
+	struct sched_push_result *res;
+	enum sched_err *err;
+	size_t i, k, n = a->n;
+
+	v = xcalloc(n, sizeof(*v));
+	res = xcalloc(n, sizeof(*res));
+	err = xcalloc(n, sizeof(*err));
+	for (i = k = 0; i < n; i++) {
+		if (p->known[i])
+			continue;
+		v[k].tenant = tenant;
+		v[k].topic = a->t->name;
+		v[k].id = jobs[i].id;
+		v[k].bizkey = jobs[i].bizkey;
+		v[k].run_at_ms = jobs[i].run_at_ms;
+		v[k].priority = jobs[i].priority;
+		v[k].body = jobs[i].body;
+		v[k].body_len = jobs[i].body_len;
+		v[k].headers_json = jobs[i].headers_json;
+		v[k].schedule = jobs[i].schedule;
+		v[k].ttr_ms = jobs[i].ttr_ms;
+		k++;
+	}
+	sched_push_many(ctx->sched, v, k, res, err);
+	for (i = k = 0; i < n; i++) {
+		if (p->known[i])
+			continue;
+		jobs[i].res = res[k];
+		jobs[i].status = err[k] == SCHED_OK ? 0 : sched_status(err[k]);
+		if (err[k] != SCHED_OK)
+			jobs[i].res.id[0] = '\0';
+		k++;
+	}
+	free(err);
+	free(res);
+	free(v);
+}
+
 int
 api_jobs_accept(struct api_req *req, struct api_accept *a)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct api_accept_priv *p = a->priv;
 	struct api_job_in *jobs = a->jobs;
-	struct sched_push p1;
-	enum sched_err e;
 	enum jrnl_err je;
 	size_t i, n = a->n, unmade = 0, nvoid = 0;
 	int64_t now;
@@ -751,27 +797,13 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		return 0;	/* done already */
 	p->phase = 2;
 	now = p->now_ms;
+	accept_push(ctx, req->tenant, a);
 	for (i = 0; i < n; i++) {
 		if (p->known[i]) {
 			unmade++;
 			continue;
 		}
-		memset(&p1, 0, sizeof(p1));
-		p1.tenant = req->tenant;
-		p1.topic = a->t->name;
-		p1.id = jobs[i].id;
-		p1.bizkey = jobs[i].bizkey;
-		p1.run_at_ms = jobs[i].run_at_ms;
-		p1.priority = jobs[i].priority;
-		p1.body = jobs[i].body;
-		p1.body_len = jobs[i].body_len;
-		p1.headers_json = jobs[i].headers_json;
-		p1.schedule = jobs[i].schedule;
-		p1.ttr_ms = jobs[i].ttr_ms;
-		e = sched_push(ctx->sched, &p1, &jobs[i].res);
-		if (e != SCHED_OK) {
-			jobs[i].status = sched_status(e);
-			jobs[i].res.id[0] = '\0';
+		if (jobs[i].status != 0) {
 			unmade++;
 			/*
 			 * Not accepted, whatever the reason.  (Redis down or a

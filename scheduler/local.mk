@@ -13,6 +13,7 @@ libscheduler_a_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS)
 
 SCHED_LUA = \
 	scheduler/scripts/lib.lua scheduler/scripts/push.lua \
+	scheduler/scripts/push_many.lua \
 	scheduler/scripts/cancel.lua scheduler/scripts/reschedule.lua \
 	scheduler/scripts/promote.lua scheduler/scripts/reserve.lua \
 	scheduler/scripts/finish.lua scheduler/scripts/restore.lua \

@@ -384,48 +384,62 @@ client_id_exists(struct sched *s, redisContext *c, const struct sched_push *p,
 	return e;
 }
 
-enum sched_err
-sched_push(struct sched *s, const struct sched_push *p,
-    struct sched_push_result *res)
+/*
+ * A push's job and packed record (rec: buf_init'ed by the caller); *gen: 1
+ * for a generated id.  SCHED_EINVAL for a bad push.
+ */
+static enum sched_err
+push_prepare(struct sched *s, const struct sched_push *p,
+    struct sched_job *job, struct buf *rec, int *gen)
 {
-	struct sched_job job;
 	struct id_parts ip;
-	redisContext *c;
-	struct buf rec;
-	enum sched_err e;
-	int broken = 0, generated;
 	const char *biz;
 
-	memset(res, 0, sizeof(*res));
 	biz = p->bizkey != NULL && p->bizkey[0] != '\0' ? p->bizkey : NULL;
 	if (!sched_valid_tenant(p->tenant) || !sched_valid_topic(p->topic) ||
 	    p->id == NULL || (biz != NULL && strlen(biz) > SCHED_BIZKEY_MAX) ||
 	    (p->body == NULL && p->body_len > 0) || p->body_len > RECORD_MAX)
 		return SCHED_EINVAL;
-	generated = id_parse(p->id, &ip) == 0;
-	if (!generated && !sched_valid_client_id(p->id))
+	*gen = id_parse(p->id, &ip) == 0;
+	if (!*gen && !sched_valid_client_id(p->id))
 		return SCHED_EINVAL;
 
-	memset(&job, 0, sizeof(job));
-	snprintf(job.id, sizeof(job.id), "%s", p->id);
-	job.topic = (char *)p->topic;
-	job.tenant = (char *)p->tenant;
-	job.bizkey = (char *)biz;
-	job.state = SCHED_SCHEDULED;
-	job.due_ms = p->run_at_ms;
-	job.created_ms = generated ? ip.ms : sched_now_ms(s);
-	job.priority = p->priority;
-	job.body = (char *)p->body;
-	job.body_len = p->body_len;
-	job.headers_json = (char *)p->headers_json;
-	job.schedule = (char *)p->schedule;
-	job.ttr_ms = p->ttr_ms;
-	job.shard = push_shard(s, biz, p->id);
-	buf_init(&rec, RECORD_MAX + 2 * 65536 + 1024);
-	if (sched_rec_encode(&job, &rec) == -1) {
-		buf_free(&rec);
+	memset(job, 0, sizeof(*job));
+	snprintf(job->id, sizeof(job->id), "%s", p->id);
+	job->topic = (char *)p->topic;
+	job->tenant = (char *)p->tenant;
+	job->bizkey = (char *)biz;
+	job->state = SCHED_SCHEDULED;
+	job->due_ms = p->run_at_ms;
+	job->created_ms = *gen ? ip.ms : sched_now_ms(s);
+	job->priority = p->priority;
+	job->body = (char *)p->body;
+	job->body_len = p->body_len;
+	job->headers_json = (char *)p->headers_json;
+	job->schedule = (char *)p->schedule;
+	job->ttr_ms = p->ttr_ms;
+	job->shard = push_shard(s, biz, p->id);
+	if (sched_rec_encode(job, rec) == -1)
 		return SCHED_EINVAL;
-	}
+	return SCHED_OK;
+}
+
+#define PUSH_REC_MAX	(RECORD_MAX + 2 * 65536 + 1024)
+
+enum sched_err
+sched_push(struct sched *s, const struct sched_push *p,
+    struct sched_push_result *res)
+{
+	struct sched_job job;
+	redisContext *c;
+	struct buf rec;
+	enum sched_err e;
+	int broken = 0, generated;
+
+	memset(res, 0, sizeof(*res));
+	buf_init(&rec, PUSH_REC_MAX);
+	if ((e = push_prepare(s, p, &job, &rec, &generated)) != SCHED_OK)
+		goto out;
 	if ((c = take(s, generated, &e)) == NULL)
 		goto out;
 	if (!generated && (e = client_id_exists(s, c, p, res,
@@ -444,6 +458,212 @@ sched_push(struct sched *s, const struct sched_push *p,
 out:
 	buf_free(&rec);
 	return e;
+}
+
+/* ---- many jobs at once -------------------------------------------------- */
+
+/* Bytes of records per push_many call, besides scheduler.batch jobs. */
+#define PUSH_MANY_BYTES	(1024 * 1024)
+
+struct pm_job {
+	struct sched_job	 job;
+	struct buf		 rec;
+	char			 idk[SCHED_IDKEY_MAX];
+	int			 generated;
+	size_t			 i;		/* index in the caller's arrays */
+};
+
+struct pm_call {
+	size_t			 first, n;	/* in the sorted items */
+	int			 resend;	/* NOSCRIPT: send again */
+};
+
+static int
+pm_cmp(const void *a, const void *b)
+{
+	const struct pm_job *x = *(struct pm_job *const *)a;
+	const struct pm_job *y = *(struct pm_job *const *)b;
+	int d;
+
+	if (x->job.shard != y->job.shard)
+		return x->job.shard < y->job.shard ? -1 : 1;
+	if ((d = strcmp(x->job.tenant, y->job.tenant)) != 0 ||
+	    (d = strcmp(x->job.topic, y->job.topic)) != 0)
+		return d;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int
+pm_same_call(const struct pm_job *x, const struct pm_job *y)
+{
+	return x->job.shard == y->job.shard &&
+	    strcmp(x->job.tenant, y->job.tenant) == 0 &&
+	    strcmp(x->job.topic, y->job.topic) == 0;
+}
+
+/* Cuts the sorted jobs into calls: one shard and topic, bounded. */
+static size_t
+pm_calls(struct sched *s, struct pm_job **v, size_t n, struct pm_call *calls)
+{
+	size_t i, nc = 0, bytes = 0, lim;
+
+	lim = s->cfg.batch > 0 ? (size_t)s->cfg.batch : 100;
+	for (i = 0; i < n; i++) {
+		if (i == 0 || !pm_same_call(v[i - 1], v[i]) ||
+		    calls[nc - 1].n >= lim ||
+		    bytes + v[i]->rec.len > PUSH_MANY_BYTES) {
+			calls[nc].first = i;
+			calls[nc].n = 0;
+			calls[nc].resend = 0;
+			nc++;
+			bytes = 0;
+		}
+		calls[nc - 1].n++;
+		bytes += v[i]->rec.len;
+	}
+	return nc;
+}
+
+static int
+pm_append(struct sched *s, redisContext *c, struct pm_job **v,
+    struct sched_push_item *it, const struct pm_call *k)
+{
+	const struct pm_job *j = v[k->first];
+
+	return sched_st_push_many_append(s, c, j->job.tenant, j->job.shard,
+	    j->job.topic, it + k->first, k->n);
+}
+
+static void
+pm_fail(struct sched_push_item *it, const struct pm_call *k, enum sched_err e)
+{
+	size_t i;
+
+	for (i = 0; i < k->n; i++)
+		it[k->first + i].err = e;
+}
+
+/*
+ * Sends the calls in one pipeline and reads their replies; a call that met
+ * NOSCRIPT is sent once more after loading the script.
+ */
+static void
+pm_run(struct sched *s, redisContext *c, struct pm_job **v,
+    struct sched_push_item *it, struct pm_call *calls, size_t nc,
+    int *broken)
+{
+	redisReply *r;
+	enum sched_err e;
+	size_t k, sent = 0, again = 0;
+	int round;
+
+	for (round = 0; round < 2; round++) {
+		if (sched_st_push_many_prepare(s, c, round, broken) == -1) {
+			for (k = 0; k < nc; k++)
+				if (round == 0 || calls[k].resend)
+					pm_fail(it, &calls[k], SCHED_EUNAVAIL);
+			return;
+		}
+		for (k = sent = 0; k < nc; k++) {
+			if (round == 1 && !calls[k].resend)
+				continue;
+			if (pm_append(s, c, v, it, &calls[k]) == -1)
+				break;
+			sent = k + 1;
+		}
+		for (k = 0; k < nc; k++) {
+			if (round == 1 && !calls[k].resend)
+				continue;
+			calls[k].resend = 0;
+			if (k >= sent || *broken ||
+			    redisGetReply(c, (void **)&r) != REDIS_OK) {
+				if (k < sent && !*broken)
+					(void)sched_reply_err(c, NULL, broken,
+					    "push_many");
+				pm_fail(it, &calls[k], SCHED_EUNAVAIL);
+				continue;
+			}
+			e = sched_st_push_many_reply(c, r, it + calls[k].first,
+			    calls[k].n, broken);
+			if (e == SCHED_ESTALE && round == 0) {
+				calls[k].resend = 1;
+				again++;
+			} else if (e != SCHED_OK)
+				pm_fail(it, &calls[k], e == SCHED_ESTALE ?
+				    SCHED_EINTERNAL : e);
+		}
+		if (again == 0 || *broken)
+			return;
+	}
+}
+
+void
+sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
+    struct sched_push_result *res, enum sched_err *err)
+{
+	struct pm_job *jobs, **v;
+	struct sched_push_item *it;
+	struct pm_call *calls;
+	redisContext *c;
+	enum sched_err e = SCHED_EUNAVAIL;
+	size_t i, nv = 0, nc;
+	int broken = 0;
+
+	if (n == 0)
+		return;
+	jobs = xcalloc(n, sizeof(*jobs));
+	v = xcalloc(n, sizeof(*v));
+	for (i = 0; i < n; i++) {
+		memset(&res[i], 0, sizeof(res[i]));
+		jobs[i].i = i;
+		buf_init(&jobs[i].rec, PUSH_REC_MAX);
+		err[i] = push_prepare(s, &p[i], &jobs[i].job, &jobs[i].rec,
+		    &jobs[i].generated);
+		if (err[i] == SCHED_OK && jobs[i].generated)
+			v[nv++] = &jobs[i];
+	}
+	qsort(v, nv, sizeof(*v), pm_cmp);
+	it = xcalloc(nv > 0 ? nv : 1, sizeof(*it));
+	calls = xcalloc(nv > 0 ? nv : 1, sizeof(*calls));
+	for (i = 0; i < nv; i++) {
+		size_t idklen;
+
+		(void)sched_idkey(v[i]->job.id, v[i]->idk, &idklen);
+		it[i].idk = v[i]->idk;
+		it[i].idklen = idklen;
+		it[i].rec = v[i]->rec.data;
+		it[i].reclen = v[i]->rec.len;
+		it[i].res = &res[v[i]->i];
+		it[i].err = SCHED_EINTERNAL;
+	}
+	nc = pm_calls(s, v, nv, calls);
+	if (nv > 0 && (c = take(s, 1, &e)) != NULL) {
+		pm_run(s, c, v, it, calls, nc, &broken);
+		for (i = 0; i < nv && !broken; i++)
+			if (it[i].err == SCHED_OK && (i == 0 ||
+			    strcmp(v[i]->job.tenant, v[i - 1]->job.tenant)))
+				register_tenant(s, c, v[i]->job.tenant,
+				    &broken);
+		give(s, c, broken);
+	} else
+		for (i = 0; i < nv; i++)
+			it[i].err = e;
+	for (i = 0; i < nv; i++) {
+		err[v[i]->i] = it[i].err;
+		if (it[i].err == SCHED_OK && !it[i].res->deduplicated)
+			sched_transition(s, &v[i]->job, SCHED_NSTATES,
+			    SCHED_SCHEDULED, NULL);
+	}
+	/* Client-given ids may name a job in another shard: one by one. */
+	for (i = 0; i < n; i++) {
+		if (err[i] == SCHED_OK && !jobs[i].generated)
+			err[i] = sched_push(s, &p[i], &res[i]);
+		buf_free(&jobs[i].rec);
+	}
+	free(calls);
+	free(it);
+	free(v);
+	free(jobs);
 }
 
 enum sched_err

@@ -209,6 +209,15 @@ struct sched_push_result {
 
 enum sched_err sched_push(struct sched *s, const struct sched_push *p,
 	    struct sched_push_result *res);
+/*
+ * Pushes p[0..n) as sched_push would one by one, in far fewer round trips:
+ * one script call per shard and topic for up to scheduler.batch jobs (so no
+ * call runs long), all calls pipelined on one connection.  A job with the
+ * bizkey of an earlier one gets that one's id (deduplicated).  err[i] and
+ * res[i] are job i's outcome.
+ */
+void	sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
+	    struct sched_push_result *res, enum sched_err *err);
 /* The job with its attempt log; *out is the caller's. */
 enum sched_err sched_get(struct sched *s, const char *tenant, const char *id,
 	    struct sched_job **out);

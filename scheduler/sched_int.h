@@ -180,6 +180,27 @@ enum sched_err sched_st_promote(struct sched *s, redisContext *c,
  * _reply call.
  */
 int	sched_st_pipe_prepare(struct sched *s, redisContext *c, int *broken);
+/*
+ * push_many.lua, pipelined: _prepare (again: after a NOSCRIPT) before the
+ * first _append; each call pushes n jobs of one topic in one shard, and its
+ * _reply fills their res and err (SCHED_ESTALE for the whole call: NOSCRIPT,
+ * send it again after _prepare with again set).
+ */
+struct sched_push_item {
+	const char		*idk;
+	size_t			 idklen;
+	const char		*rec;
+	size_t			 reclen;
+	struct sched_push_result *res;
+	enum sched_err		 err;
+};
+int	sched_st_push_many_prepare(struct sched *s, redisContext *c,
+	    int again, int *broken);
+int	sched_st_push_many_append(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic,
+	    const struct sched_push_item *it, size_t n);
+enum sched_err sched_st_push_many_reply(redisContext *c, redisReply *r,
+	    struct sched_push_item *it, size_t n, int *broken);
 int	sched_st_promote_append(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic);
 enum sched_err sched_st_promote_reply(struct sched *s, redisContext *c,

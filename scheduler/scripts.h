@@ -28,12 +28,14 @@ enum sched_script {
 	SCRIPT_LEASE,
 	SCRIPT_HEARTBEAT,
 	SCRIPT_SCHEMA,
+	SCRIPT_PUSH_MANY,
 	SCRIPT_COUNT
 };
 
 /* The sources, generated into scripts_gen.c from the .lua files. */
 extern const char sched_lua_lib[];
 extern const char sched_lua_push[];
+extern const char sched_lua_push_many[];
 extern const char sched_lua_cancel[];
 extern const char sched_lua_reschedule[];
 extern const char sched_lua_promote[];

@@ -230,9 +230,9 @@ append(struct sched *s, redisContext *c, enum sched_script id,
 {
 	char k[NKEYS_MAX][SCHED_KEY_MAX], nowbuf[24], nk[16];
 	char sha[sizeof(s->pipe_sha[0])];
-	const char *argv[NKEYS_MAX + 16 + 3];
-	size_t lens[NKEYS_MAX + 16 + 3];
-	int n, i;
+	const char **argv;
+	size_t *lens;
+	int n, i, rc;
 
 	pthread_mutex_lock(&s->lock);
 	memcpy(sha, s->pipe_sha[id], sizeof(sha));
@@ -240,6 +240,8 @@ append(struct sched *s, redisContext *c, enum sched_script id,
 	if (sha[0] == '\0')
 		return -1;
 	n = keys_of(k, tenant, shard, names, topic);
+	argv = xcalloc((size_t)(4 + n + nargs), sizeof(*argv));
+	lens = xcalloc((size_t)(4 + n + nargs), sizeof(*lens));
 	snprintf(nk, sizeof(nk), "%d", n);
 	argv[0] = "EVALSHA";
 	argv[1] = sha;
@@ -257,8 +259,11 @@ append(struct sched *s, redisContext *c, enum sched_script id,
 		lens[4 + n + i] = arglens != NULL ? arglens[i] :
 		    strlen(args[i]);
 	}
-	return redisAppendCommandArgv(c, 4 + n + nargs, argv, lens) ==
+	rc = redisAppendCommandArgv(c, 4 + n + nargs, argv, lens) ==
 	    REDIS_OK ? 0 : -1;
+	free(argv);
+	free(lens);
+	return rc;
 }
 
 /* A NOSCRIPT reply (freed): the caller runs the script again by run(). */
@@ -373,6 +378,91 @@ sched_st_push(struct sched *s, redisContext *c, int shard,
 out:
 	freeReplyObject(r);
 	return e;
+}
+
+int
+sched_st_push_many_prepare(struct sched *s, redisContext *c, int again,
+    int *broken)
+{
+	if (again) {
+		pthread_mutex_lock(&s->lock);
+		s->pipe_sha[SCRIPT_PUSH_MANY][0] = '\0';
+		pthread_mutex_unlock(&s->lock);
+	}
+	return pipe_sha(s, c, SCRIPT_PUSH_MANY, sched_lua_push_many, broken);
+}
+
+int
+sched_st_push_many_append(struct sched *s, redisContext *c,
+    const char *tenant, int shard, const char *topic,
+    const struct sched_push_item *it, size_t n)
+{
+	char tag[SCHED_KEY_MAX];
+	const char **args;
+	size_t *lens, i;
+	int rc;
+
+	sched_tag(tag, tenant, shard);
+	args = xcalloc(1 + 2 * n, sizeof(*args));
+	lens = xcalloc(1 + 2 * n, sizeof(*lens));
+	args[0] = tag;
+	lens[0] = strlen(tag);
+	for (i = 0; i < n; i++) {
+		args[1 + 2 * i] = it[i].idk;
+		lens[1 + 2 * i] = it[i].idklen;
+		args[2 + 2 * i] = it[i].rec;
+		lens[2 + 2 * i] = it[i].reclen;
+	}
+	rc = append(s, c, SCRIPT_PUSH_MANY, tenant, shard, "jdhcb", topic,
+	    (int)(1 + 2 * n), args, lens);
+	free(args);
+	free(lens);
+	return rc;
+}
+
+enum sched_err
+sched_st_push_many_reply(redisContext *c, redisReply *r,
+    struct sched_push_item *it, size_t n, int *broken)
+{
+	const redisReply *k;
+	enum sched_err e;
+	long long code, due, st;
+	size_t i;
+
+	if (noscript(r))
+		return SCHED_ESTALE;	/* the caller loads it, sends again */
+	if ((e = reply_ok(c, r, broken, SCRIPT_PUSH_MANY)) != SCHED_OK)
+		return e;
+	if (r->elements != 4 * n) {
+		freeReplyObject(r);
+		return SCHED_EINTERNAL;
+	}
+	for (i = 0; i < n; i++) {
+		struct sched_push_result *res = it[i].res;
+
+		memset(res, 0, sizeof(*res));
+		if (el_int(r, 4 * i, &code) == -1) {
+			it[i].err = SCHED_EINTERNAL;
+			continue;
+		}
+		if (code < 0) {
+			it[i].err = SCHED_ECONFLICT;
+			continue;
+		}
+		if ((k = el_str(r, 4 * i + 1)) == NULL ||
+		    el_int(r, 4 * i + 2, &due) == -1 ||
+		    el_int(r, 4 * i + 3, &st) == -1 ||
+		    sched_idkey_text(k->str, k->len, res->id) == -1) {
+			it[i].err = SCHED_EINTERNAL;
+			continue;
+		}
+		res->deduplicated = code == SCHED_R_DUP;
+		res->run_at_ms = due;
+		res->state = (enum sched_state)st;
+		it[i].err = SCHED_OK;
+	}
+	freeReplyObject(r);
+	return SCHED_OK;
 }
 
 enum sched_err

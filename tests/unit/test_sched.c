@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -390,6 +391,167 @@ test_bizkey_dedup(void **state)
 	    cid), SCHED_ENOTFOUND);
 	assert_int_equal(sched_cancel_bizkey(s, T_TENANT, "pull", "nobody",
 	    cid), SCHED_ENOTFOUND);
+}
+
+/*
+ * sched_push_many: jobs of many shards in one call; a job with the bizkey of
+ * an earlier one of the same call gets that one's id (as a second push
+ * would); a bad job fails alone; a client-given id goes its own way; the
+ * counts and the topic's head are right afterwards (the earliest is due
+ * first).
+ */
+static void
+test_push_many(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_push p[44];
+	struct sched_push_result res[44];
+	enum sched_err err[44];
+	struct sched_job *job;
+	char ids[44][ID_LEN + 1], biz[44][16];
+	int64_t now = clock_wall_ms(), counts[SCHED_NSTATES];
+	int shard_seen[64] = { 0 }, nshards = 0, sh;
+	size_t i;
+
+	memset(p, 0, sizeof(p));
+	for (i = 0; i < 44; i++) {
+		snprintf(biz[i], sizeof(biz[i]), "k%zu", i == 40 ? 3 : i);
+		sched_new_id(s, i == 43 ? NULL : biz[i], ids[i]);
+		p[i].tenant = T_TENANT;
+		p[i].topic = "pull";
+		p[i].id = ids[i];
+		p[i].bizkey = i == 43 ? NULL : biz[i];
+		/* Job 7 is the earliest. */
+		p[i].run_at_ms = now + (i == 7 ? 5 : 50 + (int64_t)i);
+		p[i].body = "{}";
+		p[i].body_len = 2;
+	}
+	p[41].topic = "bad topic";		/* invalid */
+	p[42].id = "client-given-1";		/* not generated */
+	p[42].bizkey = NULL;
+	sched_push_many(s, p, 44, res, err);
+
+	for (i = 0; i < 44; i++) {
+		if (i == 41) {
+			assert_int_equal(err[i], SCHED_EINVAL);
+			continue;
+		}
+		assert_int_equal(err[i], SCHED_OK);
+		assert_int_equal(res[i].deduplicated, i == 40);
+		assert_int_equal(res[i].state, SCHED_SCHEDULED);
+		sh = sched_shard_of(s, res[i].id);
+		if (!shard_seen[sh]++)
+			nshards++;
+	}
+	assert_true(nshards > 4);
+	/* The second job with bizkey k3 is the first one. */
+	assert_string_equal(res[40].id, res[3].id);
+	assert_int_equal(res[40].run_at_ms, now + 53);
+	assert_int_equal(sched_get(s, T_TENANT, ids[40], &job),
+	    SCHED_ENOTFOUND);
+	assert_int_equal(sched_get(s, T_TENANT, "client-given-1", &job),
+	    SCHED_OK);
+	assert_int_equal(job->due_ms, now + 92);
+	sched_job_free(job);
+	assert_int_equal(f->rec.ntrans[SCHED_NSTATES][SCHED_SCHEDULED], 42);
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 42);
+
+	/* Pushed again: all found, none made. */
+	sched_push_many(s, p, 44, res, err);
+	for (i = 0; i < 44; i++)
+		if (i != 41) {
+			assert_int_equal(err[i], SCHED_OK);
+			assert_int_equal(res[i].deduplicated, 1);
+		}
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 42);
+
+	/* The heads: job 7 alone is due at now + 5. */
+	clock_advance_ms(5);
+	kick_wait(s);
+	assert_int_equal(state_of(s, ids[7]), SCHED_READY);
+	assert_int_equal(state_of(s, ids[8]), SCHED_SCHEDULED);
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_READY], 1);
+}
+
+/*
+ * A burst of 1000 jobs in one shard and topic is cut into calls of at most
+ * scheduler.batch (100) jobs: SLOWLOG, told to log every command, shows
+ * each call's argument count (no timing is looked at).
+ */
+static void
+test_push_many_bounded(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_push *p = xcalloc(1000, sizeof(*p));
+	struct sched_push_result *res = xcalloc(1000, sizeof(*res));
+	enum sched_err *err = xcalloc(1000, sizeof(*err));
+	char (*ids)[ID_LEN + 1] = xcalloc(1000, sizeof(*ids));
+	int64_t now = clock_wall_ms(), counts[SCHED_NSTATES];
+	long long nargs, calls = 0, jobs = 0;
+	redisReply *r;
+	const char *more;
+	size_t i;
+
+	for (i = 0; i < 1000; i++) {
+		sched_new_id(s, "same-shard", ids[i]);
+		p[i].tenant = T_TENANT;
+		p[i].topic = "pull";
+		p[i].id = ids[i];
+		p[i].run_at_ms = now + 100;
+		p[i].body = "x";
+		p[i].body_len = 1;
+	}
+	freeReplyObject(redisfix_cmd(&test_redis,
+	    "CONFIG SET slowlog-max-len 4096"));
+	freeReplyObject(redisfix_cmd(&test_redis,
+	    "CONFIG SET slowlog-log-slower-than 0"));
+	freeReplyObject(redisfix_cmd(&test_redis, "SLOWLOG RESET"));
+	sched_push_many(s, p, 1000, res, err);
+	r = redisfix_cmd(&test_redis, "SLOWLOG GET 4096");
+	freeReplyObject(redisfix_cmd(&test_redis,
+	    "CONFIG SET slowlog-log-slower-than 10000"));
+	freeReplyObject(redisfix_cmd(&test_redis,
+	    "CONFIG SET slowlog-max-len 128"));
+	assert_non_null(r);
+	for (i = 0; i < r->elements; i++) {
+		redisReply *e = r->element[i], *a;
+
+		if (e->elements < 4)
+			continue;
+		a = e->element[3];
+		/* push_many: 5 keys, the second the topic's delays. */
+		if (a->elements < 5 || strcasecmp(a->element[0]->str,
+		    "evalsha") != 0 || strcmp(a->element[2]->str, "5") != 0 ||
+		    strstr(a->element[4]->str, "pull") == NULL)
+			continue;
+		/* SLOWLOG keeps 32 arguments; the last tells the rest. */
+		nargs = (long long)a->elements;
+		more = a->element[a->elements - 1]->str;
+		if (a->elements == 32 && strncmp(more, "... (", 5) == 0)
+			nargs = 31 + strtoll(more + 5, NULL, 10);
+		/* EVALSHA sha 5 keys(5) now tag, then two per job. */
+		assert_true(nargs > 10);
+		assert_true((nargs - 10) % 2 == 0);
+		assert_true((nargs - 10) / 2 <= 100);
+		jobs += (nargs - 10) / 2;
+		calls++;
+	}
+	freeReplyObject(r);
+	assert_int_equal(jobs, 1000);
+	assert_int_equal(calls, 10);
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(err[i], SCHED_OK);
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 1000);
+	free(ids);
+	free(err);
+	free(res);
+	free(p);
 }
 
 static void
@@ -1170,6 +1332,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_push_never_early,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bizkey_dedup, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_push_many, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_push_many_bounded, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_reschedule,
 		    setup, teardown),

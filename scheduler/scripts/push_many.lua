@@ -1,0 +1,72 @@
+-- push_many.lua - several new jobs of one topic in one shard (a batch, or
+-- pushes that arrived together), each pushed as push.lua pushes one.
+-- KEYS: 1 pool, 2 delays of the topic, 3 heads, 4 counts, 5 bizkeys
+-- ARGV: 1 now, 2 tag "TENANT:SHARD", then per job: id key, record (state
+--       scheduled, due = first attempt)
+-- Returns four elements per job, in order: 0, id key, due, state for a new
+-- job; 1, id key, due, state for an existing one (bizkey or same id); -1,
+-- '', 0, 0 when the id names a job of another topic.
+--
+-- Key decision: the jobs are pushed in their order, so a job with the
+-- bizkey of an earlier one of the same call gets that job's id, as a second
+-- push would; the counts are added once and the topic's head read once, at
+-- the end.  The caller bounds the jobs per call (scheduler.batch).
+local tag = ARGV[2]
+local out = {}
+local added, first, topic = 0, nil, nil
+
+local function one(idk, rec)
+	local j = dec(rec)
+	topic = j.topic
+	if j.biz then
+		local f = j.topic .. ':' .. j.biz
+		local ex = redis.call('HGET', KEYS[5], f)
+		if ex then
+			local er = redis.call('HGET', KEYS[1], ex)
+			if er then
+				local e = dec(er)
+				if unfinished(e.state) then
+					return 1, ex, n2s(e.due), e.state
+				end
+			end
+			redis.call('HDEL', KEYS[5], f)
+		end
+	end
+	local old = redis.call('HGET', KEYS[1], idk)
+	if old then
+		local e = dec(old)
+		if e.topic ~= j.topic then
+			return -1, '', 0, 0
+		end
+		return 1, idk, n2s(e.due), e.state
+	end
+	redis.call('HSET', KEYS[1], idk, rec)
+	redis.call('ZADD', KEYS[2], n2s(j.due), idk)
+	if j.biz then
+		redis.call('HSET', KEYS[5], j.topic .. ':' .. j.biz, idk)
+	end
+	added = added + 1
+	if first == nil or j.due < first then
+		first = j.due
+	end
+	return 0, idk, n2s(j.due), S_SCHEDULED
+end
+
+for i = 3, #ARGV - 1, 2 do
+	local code, idk, due, st = one(ARGV[i], ARGV[i + 1])
+	out[#out + 1] = code
+	out[#out + 1] = idk
+	out[#out + 1] = due
+	out[#out + 1] = st
+end
+
+if added > 0 then
+	-- The earliest new job is the topic's head (or ties with it).
+	local f = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+	if tonumber(f[2]) == first then
+		redis.call('ZADD', KEYS[3], n2s(first), topic)
+		wake_if_first(KEYS[3], topic, first, tag)
+	end
+	count(KEYS[4], topic, S_SCHEDULED, added)
+end
+return out
