@@ -73,6 +73,32 @@ void	disp_xfer_result(struct disp_xfer *x, CURLcode rc,
 void	disp_xfer_free(struct disp_xfer *x);
 
 /* One event loop (loop.c). */
+/*
+ * libcurl's timer as the loop keeps it (loop thread only).  A 0 timeout
+ * ("run now") is a flag the loop serves before it sleeps again, not a
+ * syscall; the timerfd is re-armed only when the deadline moves earlier, and
+ * after it fires the loop asks curl_multi_timeout() for the next one (libcurl
+ * calls the timer function only when its own deadline changes).
+ */
+struct disp_timer {
+	int		 armed;		/* the timerfd is set */
+	int64_t		 armed_ms;	/* monotonic ms it fires at */
+	int		 now;		/* run libcurl's timeout before sleeping */
+};
+
+enum disp_timer_act {
+	DISP_TIMER_KEEP,		/* no syscall */
+	DISP_TIMER_ARM,			/* set the timerfd to *arm_ms from now */
+	DISP_TIMER_DISARM
+};
+
+/*
+ * What libcurl's timeout_ms (-1 none, 0 now, else ms) asks of the timerfd
+ * at monotonic now_ms; updates t.  Pure, for the unit test.
+ */
+enum disp_timer_act disp_timer_plan(struct disp_timer *t, int64_t now_ms,
+	    long timeout_ms, int64_t *arm_ms);
+
 struct disp_loop {
 	struct dispatcher *d;
 	int		 idx;
@@ -93,6 +119,7 @@ struct disp_loop {
 	int64_t		 drain_grace_ms;
 
 	/* Loop thread only. */
+	struct disp_timer timer;
 	struct disp_xfer *running;
 	int		 nrunning;
 	int		 drain_armed;

@@ -8,8 +8,12 @@
  * thousands of transfers in flight (curl docs/examples/multi-event.c, with
  * epoll for libevent).  Every reason to wake is an fd: the sockets, libcurl's
  * timer and the drain deadline (relative CLOCK_MONOTONIC timerfds), and an
- * eventfd that other threads write after queueing work or a command.  The
- * timers are real time on purpose: libcurl measures time itself, so the test
+ * eventfd that other threads write after queueing work or a command.
+ * libcurl's "run now" (a 0 timeout, at every transfer added) is a flag served
+ * before the next epoll_wait, and its timerfd is re-armed only when the
+ * deadline moves earlier (struct disp_timer): a timerfd_settime per transfer
+ * was an eighth of the daemon's time in a burst.  The timers are real time
+ * on purpose: libcurl measures time itself, so the test
  * clock of util/clock.h must not move them.  Each pass over the queue starts
  * at most DISP_LOOP_BATCH transfers before serving the sockets again.
  */
@@ -98,12 +102,59 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 	return 0;
 }
 
+enum disp_timer_act
+disp_timer_plan(struct disp_timer *t, int64_t now_ms, long timeout_ms,
+    int64_t *arm_ms)
+{
+	int64_t dl;
+
+	*arm_ms = 0;
+	if (timeout_ms < 0) {
+		t->now = 0;
+		if (!t->armed)
+			return DISP_TIMER_KEEP;
+		t->armed = 0;
+		return DISP_TIMER_DISARM;
+	}
+	if (timeout_ms == 0) {
+		t->now = 1;
+		return DISP_TIMER_KEEP;
+	}
+	t->now = 0;
+	dl = now_ms + timeout_ms;
+	/* Firing early costs one curl_multi_timeout(); a syscall per
+	 * transfer costs more. */
+	if (t->armed && t->armed_ms <= dl)
+		return DISP_TIMER_KEEP;
+	t->armed = 1;
+	t->armed_ms = dl;
+	*arm_ms = timeout_ms;
+	return DISP_TIMER_ARM;
+}
+
+static void
+timer_set(struct disp_loop *l, long timeout_ms)
+{
+	int64_t ms;
+
+	switch (disp_timer_plan(&l->timer, clock_mono_us() / 1000,
+	    timeout_ms, &ms)) {
+	case DISP_TIMER_ARM:
+		timer_arm(l->timerfd, ms);
+		break;
+	case DISP_TIMER_DISARM:
+		timer_arm(l->timerfd, -1);
+		break;
+	case DISP_TIMER_KEEP:
+		break;
+	}
+}
+
 static int
 timer_cb(CURLM *multi, long timeout_ms, void *userp)
 {
-	struct disp_loop *l = userp;
-
-	timer_arm(l->timerfd, timeout_ms);
+	(void)multi;
+	timer_set(userp, timeout_ms);
 	return 0;
 }
 
@@ -367,6 +418,19 @@ socket_action(struct disp_loop *l, curl_socket_t s, int flags)
 		    l->idx, curl_multi_strerror(mc));
 }
 
+/* The timerfd fired: run libcurl's timeouts, then arm for its next. */
+static void
+timer_fired(struct disp_loop *l)
+{
+	long ms = -1;
+
+	l->timer.armed = 0;
+	socket_action(l, CURL_SOCKET_TIMEOUT, 0);
+	if (!l->timer.armed && !l->timer.now &&
+	    curl_multi_timeout(l->multi, &ms) == CURLM_OK)
+		timer_set(l, ms);
+}
+
 void *
 disp_loop_main(void *arg)
 {
@@ -375,7 +439,8 @@ disp_loop_main(void *arg)
 	int i, n, fd, flags, stop = 0;
 
 	while (!stop) {
-		n = epoll_wait(l->epfd, ev, DISP_LOOP_EVENTS, -1);
+		n = epoll_wait(l->epfd, ev, DISP_LOOP_EVENTS,
+		    l->timer.now ? 0 : -1);
 		if (n == -1) {
 			if (errno != EINTR)
 				log_warn("dispatcher %d: epoll_wait", l->idx);
@@ -388,7 +453,7 @@ disp_loop_main(void *arg)
 				stop = take_work(l);
 			} else if (fd == l->timerfd) {
 				fd_consume(fd);
-				socket_action(l, CURL_SOCKET_TIMEOUT, 0);
+				timer_fired(l);
 			} else if (fd == l->drainfd) {
 				fd_consume(fd);
 				abort_all(l, "drain grace period over");
@@ -404,6 +469,10 @@ disp_loop_main(void *arg)
 					flags |= CURL_CSELECT_OUT;
 				socket_action(l, fd, flags);
 			}
+		}
+		if (l->timer.now) {
+			l->timer.now = 0;
+			socket_action(l, CURL_SOCKET_TIMEOUT, 0);
 		}
 		reap(l);
 	}

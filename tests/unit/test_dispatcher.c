@@ -2,7 +2,8 @@
  * test_dispatcher.c - the dispatcher against a scripted in-process HTTP
  * server (test_disp_server.c) on 127.0.0.1: outcomes, signing, headers,
  * body bytes, capture caps, keep-alive, no head-of-line blocking, the SSRF
- * refusal at connect time, and drain.
+ * refusal at connect time, and drain; and the plan for libcurl's timer
+ * (disp_timer_plan), table-driven.
  *
  * Key decision: nothing here sleeps to let time pass.  Each result lands in
  * a slot and a condition variable is signalled; a test waits for the
@@ -28,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "dispatcher/disp_int.h"
 #include "dispatcher/dispatcher.h"
 #include "tests/unit/test_disp_server.h"
 #include "util/clock.h"
@@ -876,6 +878,58 @@ test_free_without_drain(void **state)
 	assert_int_equal(f->slots[0].res.handed_back, 1);
 }
 
+/*
+ * libcurl's timer: one row per call, in order, on one struct disp_timer.
+ * A syscall only when the deadline moves earlier or the timer goes away;
+ * "run now" is a flag.
+ */
+static void
+test_timer_plan(void **state)
+{
+	static const struct {
+		int64_t	 now_ms;
+		long	 timeout_ms;
+		enum disp_timer_act act;
+		int64_t	 arm_ms;
+		int	 armed, now;	/* after the call */
+		int64_t	 armed_ms;
+	} rows[] = {
+		{ 1000, -1, DISP_TIMER_KEEP, 0, 0, 0, 0 },	/* idle */
+		{ 1000, 0, DISP_TIMER_KEEP, 0, 0, 1, 0 },	/* add_handle */
+		{ 1000, 10000, DISP_TIMER_ARM, 10000, 1, 0, 11000 },
+		{ 1001, 0, DISP_TIMER_KEEP, 0, 1, 1, 11000 },
+		{ 1001, 10000, DISP_TIMER_KEEP, 0, 1, 0, 11000 }, /* later */
+		{ 1002, 9998, DISP_TIMER_KEEP, 0, 1, 0, 11000 },  /* same */
+		{ 1003, 200, DISP_TIMER_ARM, 200, 1, 0, 1203 },   /* earlier */
+		{ 1004, -1, DISP_TIMER_DISARM, 0, 0, 0, 1203 },   /* none */
+		{ 1005, -1, DISP_TIMER_KEEP, 0, 0, 0, 1203 },
+		{ 1006, 0, DISP_TIMER_KEEP, 0, 0, 1, 1203 },
+		{ 1006, -1, DISP_TIMER_KEEP, 0, 0, 0, 1203 },	/* now off */
+		{ 1007, 50, DISP_TIMER_ARM, 50, 1, 0, 1057 },
+	};
+	struct disp_timer t;
+	int64_t ms;
+	size_t i;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		ms = -7;
+		assert_int_equal(disp_timer_plan(&t, rows[i].now_ms,
+		    rows[i].timeout_ms, &ms), rows[i].act);
+		assert_int_equal(ms, rows[i].arm_ms);
+		assert_int_equal(t.armed, rows[i].armed);
+		assert_int_equal(t.now, rows[i].now);
+		if (t.armed)
+			assert_int_equal(t.armed_ms, rows[i].armed_ms);
+	}
+	/* After it fired the loop clears armed: the next deadline arms. */
+	t.armed = 0;
+	assert_int_equal(disp_timer_plan(&t, 1100, 10000, &ms),
+	    DISP_TIMER_ARM);
+	assert_int_equal(ms, 10000);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int
@@ -903,6 +957,7 @@ main(void)
 		T(test_drain_hands_back),
 		T(test_drain_finishes_work),
 		T(test_free_without_drain),
+		cmocka_unit_test(test_timer_plan),
 	};
 
 	return cmocka_run_group_tests_name("dispatcher", tests, NULL, NULL);
