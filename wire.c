@@ -86,6 +86,25 @@ hook_ready(const char *tenant, const char *topic, void *arg)
 	api_pull_notify(tenant, topic);
 }
 
+/*
+ * Whether the journal records this change.  Of a push topic's job, ready
+ * and in_flight last as long as the callback (milliseconds) and a restore
+ * treats them as due now, as it does the waiting state the journal keeps:
+ * so the journal writes one row per attempt (in_flight -> its outcome), not
+ * three per delivery.  A pull job's reservation may last minutes and is
+ * written.
+ */
+static int
+journaled(struct wire *w, const struct sched_job *job, enum sched_state to)
+{
+	struct sched_topic_info ti;
+
+	if (to != SCHED_READY && to != SCHED_IN_FLIGHT)
+		return 1;
+	return registry_topic_info(w->reg, job->tenant, job->topic, &ti) ==
+	    -1 || !ti.push;
+}
+
 /* sched_hooks.transition: every state change goes to the journal. */
 static void
 hook_transition(const struct sched_job *job, enum sched_state from,
@@ -95,7 +114,7 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 	struct jrnl_transition t;
 
 	api_obs_transition(job, (int)from, (int)to, a);
-	if (w->jrnl == NULL)
+	if (w->jrnl == NULL || !journaled(w, job, to))
 		return;
 	memset(&t, 0, sizeof(t));
 	t.tenant = job->tenant;

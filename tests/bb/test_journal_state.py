@@ -8,6 +8,7 @@ SQLite and on MySQL (a private mariadbd).
 """
 
 import os
+import sqlite3
 import sys
 
 sys.dont_write_bytecode = True
@@ -135,6 +136,69 @@ def case_due(drv):
         assert job_state(d, key, f) == "scheduled"
 
 
+def trans_rows(drv, url, jid):
+    """(from_state, to_state, attempt) of a job's transitions, in order."""
+    q = ("SELECT from_state, to_state, attempt FROM %stransitions "
+         "WHERE job_id = '%s' ORDER BY id" % ("%s", jid))
+    if drv == "sqlite":
+        with sqlite3.connect(url[len("sqlite://"):]) as db:
+            return [tuple(x) for x in db.execute(q % "")]
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    out = D.db.sql(q % (name + "."))
+    return [(None if a == "NULL" else a, b, int(c)) for a, b, c in
+            (line.split("\t") for line in out.splitlines())]
+
+
+def case_rows_per_attempt(drv):
+    """A push job's ready and in_flight are not journaled: one row per
+    attempt (in_flight -> its outcome); a restore from those rows brings a
+    retrying job back at its next attempt, never a delivered one.  A pull
+    job's reservation is journaled."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Receiver(path_scripts={"/ok": "200",
+                                           "/fail": "500"}) as rcv, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        qa = L.topic(d, key, callback_url=rcv.url("/ok"))
+        qf = L.topic(d, key, callback_url=rcv.url("/fail"),
+                     retry_schedule="<0,3h,3h>")
+        qp = L.topic(d, key, mode="pull")
+        push = "/v1/topics/%s/jobs"
+        a = L.ok(d.request("POST", push % qa, {}, key=key))["id"]
+        g = L.ok(d.request("POST", push % qf, {}, key=key))["id"]
+        p = L.ok(d.request("POST", push % qp, {}, key=key))["id"]
+        harness.wait_for(lambda: job_state(d, key, a) == "delivered" and
+                         job_state(d, key, g) == "retrying", 20,
+                         "a delivered and g retrying")
+        st, _, res = d.request("GET", "/v1/topics/%s/reserve?wait_ms=5000" %
+                               qp, key=key)
+        assert st == 200 and res["id"] == p, (st, res)
+        want = {a: [(None, "scheduled", 0), ("in_flight", "delivered", 1)],
+                g: [(None, "scheduled", 0), ("in_flight", "retrying", 1)],
+                p: [(None, "scheduled", 0), ("scheduled", "ready", 0),
+                    ("ready", "in_flight", 0)]}
+        harness.wait_for(lambda: all(trans_rows(drv, url, j) == w
+                                     for j, w in want.items()), 20,
+                         "the journal's rows")
+        # The API's attempts come from Redis, as before.
+        ga = L.ok(get(d, key, "/v1/jobs/" + g))
+        assert [x["status"] for x in ga["attempts"]] == [500], ga
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, _ = L.wait_restore(d, mark)
+        assert restored == 2, restored
+        assert job_state(d, key, a) == 404, "a delivered job came back"
+        after = L.ok(get(d, key, "/v1/jobs/" + g))
+        for k in ("state", "next_attempt_ms", "attempt_count"):
+            assert after[k] == ga[k], (k, ga, after)
+        # In flight in the journal: due again, so ready again.
+        harness.wait_for(lambda: job_state(d, key, p) == "ready", 20,
+                         "p ready again")
+        assert len(rcv.requests) == 2, rcv.requests
+
+
 def case_registry(drv):
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
@@ -241,6 +305,8 @@ D.each("delivered and cancelled never come back; dead comes back dead; "
        "a deduplicated push is not a second job", case_finished)
 D.each("rescheduled and retrying jobs come back at their next attempt",
        case_due)
+D.each("a push job's journal has one row per attempt; restored from them",
+       case_rows_per_attempt)
 D.each("tenants, keys and topics survive Redis losing its data, twice",
        case_registry)
 D.each("retryd --recover rebuilds Redis and exits, twice creates nothing",
