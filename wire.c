@@ -564,6 +564,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	report_drain(w->rep);		/* every outcome applied */
 	api_server_stop(w->http);
 	api_pull_stop();
+	api_push_stop();
 	restore_free(w->restore);	/* a rebuild in progress stops */
 	report_free(w->rep);
 	sched_stop(w->sched);

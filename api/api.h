@@ -65,6 +65,12 @@ void	api_pull_notify(const char *tenant, const char *topic);
 int	api_pull_start(void);
 void	api_pull_stop(void);
 void	api_pull_kick(void);
+/*
+ * The push threads (started by the first push): api_push_stop() pushes what
+ * they hold and joins them; call it after api_server_stop(), before the
+ * scheduler stops.  Later pushes are made by the handler's own thread.
+ */
+void	api_push_stop(void);
 
 /*
  * Observability (metrics.c, stats.c; docs/internals/METRICS.md).

@@ -25,9 +25,14 @@
  *  - In sync mode a push waits for its journal commit without holding an
  *    HTTP thread: the request is parked (api_suspend) with its parsed jobs
  *    in req->state (struct api_accept), the journal calls back from its
- *    writer once the rows are committed, and the handler, called again,
- *    pushes to Redis and answers.  So every push in flight, not only one
- *    per HTTP thread, shares a group commit.
+ *    writer once the rows are committed, the request goes to the push
+ *    threads, and the handler, called again, answers.  So every push in
+ *    flight, not only one per HTTP thread, shares a group commit.
+ *  - Redis is pushed to by API_PUSHERS push threads, never by the handler:
+ *    each takes every request queued (committed, or not waiting for the
+ *    journal) and pushes all their jobs in one sched_push_many, so pushes
+ *    arriving together share round trips and script calls, and the journal
+ *    commits the next group meanwhile.  Journal first, Redis after, always.
  */
 #include "config.h"
 
@@ -566,6 +571,9 @@ struct api_accept_priv {
 	char			 tenant[API_TENANT_MAX + 1];
 	unsigned char		*known;		/* client ids Redis has */
 	int64_t			 now_ms;
+	struct sched		*sched;
+	struct api_accept	*next;		/* in the pushers' queue */
+	int			 pushed;	/* Redis has answered */
 };
 
 static void
@@ -627,10 +635,132 @@ api_accept_new(struct api_req *req, size_t n)
 	return a;
 }
 
+/* Have the handler called again (if the request is still there). */
+static void
+accept_wake(struct api_accept *a)
+{
+	struct api_accept_priv *p = a->priv;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->req != NULL)
+		api_resume(p->req);
+	pthread_mutex_unlock(&p->mu);
+	accept_unref(a, 0);
+}
+
+/* ------------------------------------------------------------------ */
 /*
- * The journal's callback (its writer thread, or ours): note the answer and
- * have the handler called again.  The request may have been answered and
- * freed meanwhile (the server stopping): then p->req is NULL.
+ * The pushers: API_PUSHERS threads that take every accepted request queued
+ * (journal committed, or no journal wait), push all their jobs to Redis in
+ * one sched_push_many (a pipeline of push_many calls) and resume them.  So
+ * the pushes that share a commit share the round trips to Redis too, and
+ * while one group is pushed the journal commits the next.
+ */
+
+#define API_PUSHERS	2
+
+static pthread_mutex_t push_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t push_cond = PTHREAD_COND_INITIALIZER;
+static struct api_accept *push_head, **push_tail = &push_head;
+static pthread_t push_thr[API_PUSHERS];
+static int push_started, push_stopping;
+
+static void accept_push(struct sched *sched, const char *tenant,
+    struct api_accept **v, size_t nv);
+
+static void *
+pusher_main(void *arg)
+{
+	struct api_accept *q, *a, **v = NULL;
+	size_t n, cap = 0, i;
+
+	(void)arg;
+	pthread_mutex_lock(&push_lock);
+	for (;;) {
+		while (push_head == NULL && !push_stopping)
+			pthread_cond_wait(&push_cond, &push_lock);
+		if (push_head == NULL)
+			break;
+		q = push_head;
+		push_head = NULL;
+		push_tail = &push_head;
+		pthread_mutex_unlock(&push_lock);
+		for (n = 0, a = q; a != NULL; a = a->priv->next)
+			n++;
+		if (n > cap) {
+			cap = n;
+			v = xreallocarray(v, cap, sizeof(*v));
+		}
+		for (n = 0, a = q; a != NULL; a = a->priv->next)
+			v[n++] = a;
+		accept_push(v[0]->priv->sched, NULL, v, n);
+		for (i = 0; i < n; i++)
+			accept_wake(v[i]);
+		pthread_mutex_lock(&push_lock);
+	}
+	pthread_mutex_unlock(&push_lock);
+	free(v);
+	return NULL;
+}
+
+/*
+ * Queues a (holding a reference for the pushers); 0, or -1 when the pushers
+ * are stopped or cannot start (the caller pushes itself, or drops a).
+ */
+static int
+push_queue(struct api_accept *a)
+{
+	int i, rc = 0;
+
+	pthread_mutex_lock(&push_lock);
+	if (push_stopping) {
+		rc = -1;
+		goto out;
+	}
+	for (i = push_started; i < API_PUSHERS; i++) {
+		if (pthread_create(&push_thr[i], NULL, pusher_main,
+		    NULL) != 0) {
+			log_warn("api: cannot start a push thread");
+			break;
+		}
+		push_started = i + 1;
+	}
+	if (push_started == 0) {
+		rc = -1;
+		goto out;
+	}
+	a->priv->next = NULL;
+	*push_tail = a;
+	push_tail = &a->priv->next;
+	pthread_cond_signal(&push_cond);
+out:
+	pthread_mutex_unlock(&push_lock);
+	return rc;
+}
+
+void
+api_push_stop(void)
+{
+	int i, n;
+
+	pthread_mutex_lock(&push_lock);
+	push_stopping = 1;
+	n = push_started;
+	pthread_cond_broadcast(&push_cond);
+	pthread_mutex_unlock(&push_lock);
+	for (i = 0; i < n; i++)
+		pthread_join(push_thr[i], NULL);
+	pthread_mutex_lock(&push_lock);
+	push_started = 0;
+	pthread_mutex_unlock(&push_lock);
+}
+
+/*
+ * The journal's callback (its writer thread, or ours): note the answer;
+ * committed, the request goes to the pushers, else the handler answers 503.
+ * The request may have been answered and freed meanwhile (the server
+ * stopping): then p->req is NULL, and what the journal has is still pushed
+ * while the pushers run.
  */
 static void
 accept_journaled(enum jrnl_err err, void *arg)
@@ -640,10 +770,10 @@ accept_journaled(enum jrnl_err err, void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	p->jerr = err;
-	if (p->req != NULL)
-		api_resume(p->req);
 	pthread_mutex_unlock(&p->mu);
-	accept_unref(a, 0);
+	if (err == JRNL_OK && push_queue(a) == 0)
+		return;
+	accept_wake(a);
 }
 
 /*
@@ -679,6 +809,7 @@ accept_begin(struct api_req *req, struct api_accept *a)
 	int rc = -1, x;
 
 	p->now_ms = clock_wall_ms();
+	p->sched = ctx->sched;
 	if (api_quota_take(req, req->tenant, n) == -1)
 		return -1;
 	p->quota_held = n;
@@ -719,51 +850,92 @@ out:
 }
 
 /*
- * Pushes the jobs not answered yet to Redis, all in one sched_push_many;
- * a job's status is left 0 when Redis made or found it, else set.
+ * Pushes the jobs not answered yet of v[0..nv) to Redis, all in one
+ * sched_push_many; a job's status is left 0 when Redis made or found it,
+ * else set.  tenant: the requests', or NULL to take each one's own.
  */
 static void
-accept_push(struct api_ctx *ctx, const char *tenant, struct api_accept *a)
+accept_push(struct sched *sched, const char *tenant, struct api_accept **v,
+    size_t nv)
 {
-	struct api_accept_priv *p = a->priv;
-	struct api_job_in *jobs = a->jobs;
-	struct sched_push *v;
+	struct api_job_in *jobs;
+	struct api_accept_priv *p;
+	struct sched_push *ps;
 	struct sched_push_result *res;
 	enum sched_err *err;
-	size_t i, k, n = a->n;
+	size_t i, j, k, n;
 
-	v = xcalloc(n, sizeof(*v));
+	for (j = n = 0; j < nv; j++)
+		n += v[j]->n;
+	ps = xcalloc(n, sizeof(*ps));
 	res = xcalloc(n, sizeof(*res));
 	err = xcalloc(n, sizeof(*err));
-	for (i = k = 0; i < n; i++) {
-		if (p->known[i])
-			continue;
-		v[k].tenant = tenant;
-		v[k].topic = a->t->name;
-		v[k].id = jobs[i].id;
-		v[k].bizkey = jobs[i].bizkey;
-		v[k].run_at_ms = jobs[i].run_at_ms;
-		v[k].priority = jobs[i].priority;
-		v[k].body = jobs[i].body;
-		v[k].body_len = jobs[i].body_len;
-		v[k].headers_json = jobs[i].headers_json;
-		v[k].schedule = jobs[i].schedule;
-		v[k].ttr_ms = jobs[i].ttr_ms;
-		k++;
+	for (j = k = 0; j < nv; j++) {
+		p = v[j]->priv;
+		jobs = v[j]->jobs;
+		for (i = 0; i < v[j]->n; i++) {
+			if (p->known[i])
+				continue;
+			ps[k].tenant = tenant != NULL ? tenant : p->tenant;
+			ps[k].topic = v[j]->t->name;
+			ps[k].id = jobs[i].id;
+			ps[k].bizkey = jobs[i].bizkey;
+			ps[k].run_at_ms = jobs[i].run_at_ms;
+			ps[k].priority = jobs[i].priority;
+			ps[k].body = jobs[i].body;
+			ps[k].body_len = jobs[i].body_len;
+			ps[k].headers_json = jobs[i].headers_json;
+			ps[k].schedule = jobs[i].schedule;
+			ps[k].ttr_ms = jobs[i].ttr_ms;
+			k++;
+		}
 	}
-	sched_push_many(ctx->sched, v, k, res, err);
-	for (i = k = 0; i < n; i++) {
-		if (p->known[i])
-			continue;
-		jobs[i].res = res[k];
-		jobs[i].status = err[k] == SCHED_OK ? 0 : sched_status(err[k]);
-		if (err[k] != SCHED_OK)
-			jobs[i].res.id[0] = '\0';
-		k++;
+	sched_push_many(sched, ps, k, res, err);
+	for (j = k = 0; j < nv; j++) {
+		p = v[j]->priv;
+		jobs = v[j]->jobs;
+		for (i = 0; i < v[j]->n; i++) {
+			if (p->known[i])
+				continue;
+			jobs[i].res = res[k];
+			jobs[i].status = err[k] == SCHED_OK ? 0 :
+			    sched_status(err[k]);
+			if (err[k] != SCHED_OK)
+				jobs[i].res.id[0] = '\0';
+			k++;
+		}
+		pthread_mutex_lock(&p->mu);
+		p->pushed = 1;
+		pthread_mutex_unlock(&p->mu);
 	}
 	free(err);
 	free(res);
-	free(v);
+	free(ps);
+}
+
+/*
+ * Hands the jobs to the pushers without holding the thread: park first
+ * (they may resume it before we return).  1 parked, 0 when the pushers
+ * are stopped (push here).
+ */
+static int
+accept_push_wait(struct api_req *req, struct api_accept *a)
+{
+	struct api_accept_priv *p = a->priv;
+
+	pthread_mutex_lock(&p->mu);
+	p->refs++;
+	pthread_mutex_unlock(&p->mu);
+	p->phase = 1;
+	api_suspend(req);
+	if (push_queue(a) == 0)
+		return 1;
+	api_resume(req);
+	pthread_mutex_lock(&p->mu);
+	p->refs--;
+	pthread_mutex_unlock(&p->mu);
+	accept_push(p->sched, req->tenant, &a, 1);
+	return 0;
 }
 
 int
@@ -782,6 +954,10 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 	if (p->phase == 0) {
 		if ((rc = accept_begin(req, a)) != 0)
 			return rc;
+		for (i = 0; i < n && p->known[i]; i++)
+			;
+		if (i < n && accept_push_wait(req, a) == 1)
+			return 1;
 	} else if (p->phase == 1) {
 		pthread_mutex_lock(&p->mu);
 		je = p->jerr;
@@ -797,7 +973,11 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		return 0;	/* done already */
 	p->phase = 2;
 	now = p->now_ms;
-	accept_push(ctx, req->tenant, a);
+	pthread_mutex_lock(&p->mu);
+	rc = p->pushed;
+	pthread_mutex_unlock(&p->mu);
+	if (!rc)	/* the pushers stopped, or nothing to push */
+		accept_push(ctx->sched, req->tenant, &a, 1);
 	for (i = 0; i < n; i++) {
 		if (p->known[i]) {
 			unmade++;

@@ -5,6 +5,7 @@ restore routes without a journal; every bad input of a push."""
 
 import os
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -53,6 +54,33 @@ def _():
 def _():
     ids = [push({"delay_ms": HOUR})[2]["id"] for _ in range(20)]
     assert len(set(ids)) == 20 and ids == sorted(ids), ids
+
+
+@t.test("pushes at once (pushed to Redis together): each its own answer; "
+        "one job per bizkey")
+def _():
+    bodies = [{"delay_ms": HOUR, "body": i} for i in range(24)]
+    for i in range(8):
+        bodies[3 * i]["bizkey"] = "together"
+    res = [None] * len(bodies)
+
+    def call(i):
+        res[i] = push(bodies[i])
+    ths = [threading.Thread(target=call, args=(i,))
+           for i in range(len(bodies))]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(60)
+    dup = [res[i] for i in range(len(bodies)) if "bizkey" in bodies[i]]
+    own = [res[i] for i in range(len(bodies)) if "bizkey" not in bodies[i]]
+    assert sorted(r[0] for r in dup) == [200] * 7 + [201], dup
+    assert len(set(r[2]["id"] for r in dup)) == 1, dup
+    assert all(r[0] == 201 for r in own), own
+    assert len(set(r[2]["id"] for r in own)) == len(own), own
+    for i, r in enumerate(res):
+        if "bizkey" not in bodies[i]:
+            assert E.job(KEY, r[2]["id"])["body"] == i
 
 
 @t.test("bizkey: an unfinished job with it is returned, deduplicated")

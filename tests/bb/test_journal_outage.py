@@ -79,6 +79,11 @@ def outage(drv):
                 ("POST", "/v1/tenants", {"name": L.unique("t")},
                  d.admin_key),
             ]
+            # Single pushes at once: they wait on one commit and would be
+            # pushed to Redis together; all of them fail.
+            calls += [("POST", one, {"delay_ms": L.HOUR,
+                                     "bizkey": "group-%d" % (i % 4)}, key)
+                      for i in range(16)]
             res = [None] * len(calls)
 
             def call(i):
