@@ -665,8 +665,8 @@ static struct api_accept *push_head, **push_tail = &push_head;
 static pthread_t push_thr[API_PUSHERS];
 static int push_started, push_stopping;
 
-static void accept_push(struct sched *sched, const char *tenant,
-    struct api_accept **v, size_t nv);
+static void accept_push(struct sched *sched, struct api_accept **v,
+    size_t nv);
 
 static void *
 pusher_main(void *arg)
@@ -693,7 +693,7 @@ pusher_main(void *arg)
 		}
 		for (n = 0, a = q; a != NULL; a = a->priv->next)
 			v[n++] = a;
-		accept_push(v[0]->priv->sched, NULL, v, n);
+		accept_push(v[0]->priv->sched, v, n);
 		for (i = 0; i < n; i++)
 			accept_wake(v[i]);
 		pthread_mutex_lock(&push_lock);
@@ -852,13 +852,12 @@ out:
 /*
  * Pushes the jobs not answered yet of v[0..nv) to Redis, all in one
  * sched_push_many; a job's status is left 0 when Redis made or found it,
- * else set.  tenant: the requests', or NULL to take each one's own.
+ * else set.
  */
 static void
-accept_push(struct sched *sched, const char *tenant, struct api_accept **v,
-    size_t nv)
+accept_push(struct sched *sched, struct api_accept **v, size_t nv)
 {
-	struct api_job_in *jobs;
+	struct api_job_in **jp, *jb;
 	struct api_accept_priv *p;
 	struct sched_push *ps;
 	struct sched_push_result *res;
@@ -867,43 +866,37 @@ accept_push(struct sched *sched, const char *tenant, struct api_accept **v,
 
 	for (j = n = 0; j < nv; j++)
 		n += v[j]->n;
+	jp = xcalloc(n, sizeof(*jp));
 	ps = xcalloc(n, sizeof(*ps));
 	res = xcalloc(n, sizeof(*res));
 	err = xcalloc(n, sizeof(*err));
-	for (j = k = 0; j < nv; j++) {
-		p = v[j]->priv;
-		jobs = v[j]->jobs;
+	for (j = k = 0; j < nv; j++)
 		for (i = 0; i < v[j]->n; i++) {
-			if (p->known[i])
+			if (v[j]->priv->known[i])
 				continue;
-			ps[k].tenant = tenant != NULL ? tenant : p->tenant;
+			jb = jp[k] = &v[j]->jobs[i];
+			ps[k].tenant = v[j]->priv->tenant;
 			ps[k].topic = v[j]->t->name;
-			ps[k].id = jobs[i].id;
-			ps[k].bizkey = jobs[i].bizkey;
-			ps[k].run_at_ms = jobs[i].run_at_ms;
-			ps[k].priority = jobs[i].priority;
-			ps[k].body = jobs[i].body;
-			ps[k].body_len = jobs[i].body_len;
-			ps[k].headers_json = jobs[i].headers_json;
-			ps[k].schedule = jobs[i].schedule;
-			ps[k].ttr_ms = jobs[i].ttr_ms;
+			ps[k].id = jb->id;
+			ps[k].bizkey = jb->bizkey;
+			ps[k].run_at_ms = jb->run_at_ms;
+			ps[k].priority = jb->priority;
+			ps[k].body = jb->body;
+			ps[k].body_len = jb->body_len;
+			ps[k].headers_json = jb->headers_json;
+			ps[k].schedule = jb->schedule;
+			ps[k].ttr_ms = jb->ttr_ms;
 			k++;
 		}
-	}
 	sched_push_many(sched, ps, k, res, err);
-	for (j = k = 0; j < nv; j++) {
+	for (i = 0; i < k; i++) {
+		jp[i]->res = res[i];
+		jp[i]->status = err[i] == SCHED_OK ? 0 : sched_status(err[i]);
+		if (err[i] != SCHED_OK)
+			jp[i]->res.id[0] = '\0';
+	}
+	for (j = 0; j < nv; j++) {
 		p = v[j]->priv;
-		jobs = v[j]->jobs;
-		for (i = 0; i < v[j]->n; i++) {
-			if (p->known[i])
-				continue;
-			jobs[i].res = res[k];
-			jobs[i].status = err[k] == SCHED_OK ? 0 :
-			    sched_status(err[k]);
-			if (err[k] != SCHED_OK)
-				jobs[i].res.id[0] = '\0';
-			k++;
-		}
 		pthread_mutex_lock(&p->mu);
 		p->pushed = 1;
 		pthread_mutex_unlock(&p->mu);
@@ -911,6 +904,7 @@ accept_push(struct sched *sched, const char *tenant, struct api_accept **v,
 	free(err);
 	free(res);
 	free(ps);
+	free(jp);
 }
 
 /*
@@ -934,7 +928,7 @@ accept_push_wait(struct api_req *req, struct api_accept *a)
 	pthread_mutex_lock(&p->mu);
 	p->refs--;
 	pthread_mutex_unlock(&p->mu);
-	accept_push(p->sched, req->tenant, &a, 1);
+	accept_push(p->sched, &a, 1);
 	return 0;
 }
 
@@ -977,7 +971,7 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 	rc = p->pushed;
 	pthread_mutex_unlock(&p->mu);
 	if (!rc)	/* the pushers stopped, or nothing to push */
-		accept_push(ctx->sched, req->tenant, &a, 1);
+		accept_push(ctx->sched, &a, 1);
 	for (i = 0; i < n; i++) {
 		if (p->known[i]) {
 			unmade++;

@@ -134,6 +134,41 @@ local function shard_head(hkey)
 	return tonumber(f[2])
 end
 
+-- Pushes one new job (push, push_many): KEYS 1 pool, 2 delays of the
+-- topic, 5 bizkeys.  Returns code, id key, due, state: 0 for a new job (the
+-- caller fixes the head and counts), 1 for the unfinished job with its
+-- bizkey or its id, -1 when the id names another topic's job.
+local function push_job(idk, rec, j)
+	if j.biz then
+		local f = j.topic .. ':' .. j.biz
+		local ex = redis.call('HGET', KEYS[5], f)
+		if ex then
+			local er = redis.call('HGET', KEYS[1], ex)
+			if er then
+				local e = dec(er)
+				if unfinished(e.state) then
+					return 1, ex, n2s(e.due), e.state
+				end
+			end
+			redis.call('HDEL', KEYS[5], f)
+		end
+	end
+	local old = redis.call('HGET', KEYS[1], idk)
+	if old then
+		local e = dec(old)
+		if e.topic ~= j.topic then
+			return -1, '', 0, 0
+		end
+		return 1, idk, n2s(e.due), e.state
+	end
+	redis.call('HSET', KEYS[1], idk, rec)
+	redis.call('ZADD', KEYS[2], n2s(j.due), idk)
+	if j.biz then
+		redis.call('HSET', KEYS[5], j.topic .. ':' .. j.biz, idk)
+	end
+	return 0, idk, n2s(j.due), S_SCHEDULED
+end
+
 -- Tells the timers when a job became the earliest of its shard.  tag is
 -- "TENANT:SHARD".
 local function wake_if_first(hkey, topic, due, tag)

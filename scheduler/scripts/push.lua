@@ -7,40 +7,17 @@
 -- another topic.
 local idk, rec, tag = ARGV[2], ARGV[3], ARGV[4]
 local j = dec(rec)
-
-if j.biz then
-	local f = j.topic .. ':' .. j.biz
-	local ex = redis.call('HGET', KEYS[5], f)
-	if ex then
-		local er = redis.call('HGET', KEYS[1], ex)
-		if er then
-			local e = dec(er)
-			if unfinished(e.state) then
-				return {1, ex, n2s(e.due), e.state}
-			end
-		end
-		redis.call('HDEL', KEYS[5], f)
-	end
-end
-
-local old = redis.call('HGET', KEYS[1], idk)
-if old then
-	local e = dec(old)
-	if e.topic ~= j.topic then
+local code, k, due, st = push_job(idk, rec, j)
+if code ~= 0 then
+	if code < 0 then
 		return {-1}
 	end
-	return {1, idk, n2s(e.due), e.state}
+	return {code, k, due, st}
 end
-
-redis.call('HSET', KEYS[1], idk, rec)
-redis.call('ZADD', KEYS[2], n2s(j.due), idk)
 local f = redis.call('ZRANGE', KEYS[2], 0, 0)
 if f[1] == idk then
 	redis.call('ZADD', KEYS[3], n2s(j.due), j.topic)
 	wake_if_first(KEYS[3], j.topic, j.due, tag)
 end
-if j.biz then
-	redis.call('HSET', KEYS[5], j.topic .. ':' .. j.biz, idk)
-end
 count(KEYS[4], j.topic, S_SCHEDULED, 1)
-return {0, idk, n2s(j.due), S_SCHEDULED}
+return {0, idk, due, S_SCHEDULED}

@@ -17,39 +17,15 @@ local added, first, topic = 0, nil, nil
 
 local function one(idk, rec)
 	local j = dec(rec)
+	local code, k, due, st = push_job(idk, rec, j)
 	topic = j.topic
-	if j.biz then
-		local f = j.topic .. ':' .. j.biz
-		local ex = redis.call('HGET', KEYS[5], f)
-		if ex then
-			local er = redis.call('HGET', KEYS[1], ex)
-			if er then
-				local e = dec(er)
-				if unfinished(e.state) then
-					return 1, ex, n2s(e.due), e.state
-				end
-			end
-			redis.call('HDEL', KEYS[5], f)
+	if code == 0 then
+		added = added + 1
+		if first == nil or j.due < first then
+			first = j.due
 		end
 	end
-	local old = redis.call('HGET', KEYS[1], idk)
-	if old then
-		local e = dec(old)
-		if e.topic ~= j.topic then
-			return -1, '', 0, 0
-		end
-		return 1, idk, n2s(e.due), e.state
-	end
-	redis.call('HSET', KEYS[1], idk, rec)
-	redis.call('ZADD', KEYS[2], n2s(j.due), idk)
-	if j.biz then
-		redis.call('HSET', KEYS[5], j.topic .. ':' .. j.biz, idk)
-	end
-	added = added + 1
-	if first == nil or j.due < first then
-		first = j.due
-	end
-	return 0, idk, n2s(j.due), S_SCHEDULED
+	return code, k, due, st
 end
 
 for i = 3, #ARGV - 1, 2 do
