@@ -263,7 +263,7 @@ list_free(struct entry *e)
 
 /* Appends the commands of one entry; their count. */
 static int
-append_entry(redisContext *c, const struct entry *e)
+append_entry(struct sched_pipe *q, const struct entry *e)
 {
 	char key[STATS_KEY_MAX], field[8];
 	int n = 0;
@@ -271,12 +271,12 @@ append_entry(redisContext *c, const struct entry *e)
 
 	key_of(key, sizeof(key), e->tenant, e->topic, e->minute);
 	if (e->ok > 0) {
-		redisAppendCommand(c, "HINCRBY %s ok %llu", key,
+		sched_pipe_append(q, key, "HINCRBY %s ok %llu", key,
 		    (unsigned long long)e->ok);
 		n++;
 	}
 	if (e->fail > 0) {
-		redisAppendCommand(c, "HINCRBY %s fail %llu", key,
+		sched_pipe_append(q, key, "HINCRBY %s fail %llu", key,
 		    (unsigned long long)e->fail);
 		n++;
 	}
@@ -284,11 +284,11 @@ append_entry(redisContext *c, const struct entry *e)
 		if (e->late[i] == 0)
 			continue;
 		snprintf(field, sizeof(field), "l%zu", i);
-		redisAppendCommand(c, "HINCRBY %s %s %llu", key, field,
+		sched_pipe_append(q, key, "HINCRBY %s %s %llu", key, field,
 		    (unsigned long long)e->late[i]);
 		n++;
 	}
-	redisAppendCommand(c, "EXPIRE %s %d", key, STATS_TTL_S);
+	sched_pipe_append(q, key, "EXPIRE %s %d", key, STATS_TTL_S);
 	return n + 1;
 }
 
@@ -298,6 +298,7 @@ stats_flush(void)
 {
 	struct entry *all = table_take(), *e;
 	struct sched_pool *pool;
+	struct sched_pipe *q;
 	redisContext *c = NULL;
 	redisReply *r;
 	int n = 0, i, broken = 0;
@@ -313,10 +314,12 @@ stats_flush(void)
 		api_obs_redis_error();
 		goto out;
 	}
+	/* On a cluster, one pipeline per node. */
+	q = sched_pipe_new(pool, c);
 	for (e = all; e != NULL; e = e->next)
-		n += append_entry(c, e);
+		n += append_entry(q, e);
 	for (i = 0; i < n; i++) {
-		if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+		if (sched_pipe_getreply(q, (void **)&r) != REDIS_OK) {
 			broken = 1;
 			break;
 		}
@@ -334,6 +337,7 @@ stats_flush(void)
 		log_warnx("stats: cannot write the per-minute series: %s",
 		    c->errstr);
 	}
+	sched_pipe_free(q);
 	sched_pool_put(pool, c, broken);
 out:
 	list_free(all);
@@ -500,6 +504,7 @@ minutes_read(struct sched *s, const char *tenant, const char *topic,
 	struct sched_pool *pool = sched_pool(s);
 	int64_t last = now_ms / STATS_MINUTE_MS;
 	char key[STATS_KEY_MAX];
+	struct sched_pipe *q;
 	redisContext *c;
 	redisReply *r;
 	int i, broken = 0;
@@ -509,19 +514,21 @@ minutes_read(struct sched *s, const char *tenant, const char *topic,
 		api_obs_redis_error();
 		return SCHED_EUNAVAIL;
 	}
+	q = sched_pipe_new(pool, c);
 	for (i = 0; i < n; i++) {
 		out[i].start_ms = (last - (n - 1 - i)) * STATS_MINUTE_MS;
 		key_of(key, sizeof(key), tenant, topic, last - (n - 1 - i));
-		redisAppendCommand(c, "HGETALL %s", key);
+		sched_pipe_append(q, key, "HGETALL %s", key);
 	}
 	for (i = 0; i < n; i++) {
-		if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+		if (sched_pipe_getreply(q, (void **)&r) != REDIS_OK) {
 			broken = 1;
 			break;
 		}
 		minute_fill(&out[i], r);
 		freeReplyObject(r);
 	}
+	sched_pipe_free(q);
 	sched_pool_put(pool, c, broken);
 	if (broken) {
 		api_obs_redis_error();

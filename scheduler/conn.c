@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,21 +20,35 @@
 #include <sys/time.h>
 
 #include "scheduler/conn.h"
+#include "util/clock.h"
 #include "util/strutil.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
 #define REDIS_DEFAULT_PORT	6379
 #define REDIS_MAX_DB		1000000
+#define POOL_NODES_MAX		1024	/* masters of a cluster */
+#define POOL_REFRESH_US		(1000 * 1000)	/* between slot map reads */
 
+struct pool_node {
+	struct redis_target	 t;
+	redisContext		**idle;
+	int			 nidle;
+	int			 down;		/* outage logged */
+};
+
+/* Everything below lock except target, timeout_ms and max_idle. */
 struct sched_pool {
 	pthread_mutex_t		 lock;
-	struct redis_target	 target;
+	struct redis_target	 target;	/* the URL's (cluster: a seed) */
 	int64_t			 timeout_ms;
 	int			 max_idle;
-	redisContext		**idle;		/* under lock */
-	int			 nidle;		/* under lock */
-	int			 down;		/* under lock: outage logged */
+	int			 mode;		/* -1 unknown, 0 single, 1 cluster */
+	struct pool_node	**nodes;	/* single: nodes[0] = target */
+	int			 nnodes;
+	int			 home;		/* cluster: the node tried first */
+	uint16_t		*slots;		/* cluster: node + 1; 0 unknown */
+	int64_t			 refreshed_mono_us;
 };
 
 
@@ -290,49 +305,132 @@ fail:
 	return NULL;
 }
 
+/* ---- the pool: nodes and their free lists ------------------------------- */
+
+/* The index of the node host:port, added when new; -1 when full. */
+static int
+node_find_add(struct sched_pool *p, const char *host, int port)
+{
+	struct pool_node *n;
+	int i;
+
+	for (i = 0; i < p->nnodes; i++)
+		if (p->nodes[i]->t.port == port &&
+		    strcmp(p->nodes[i]->t.host, host) == 0)
+			return i;
+	if (p->nnodes >= POOL_NODES_MAX || strlen(host) >= sizeof(n->t.host))
+		return -1;
+	n = xcalloc(1, sizeof(*n));
+	n->t = p->target;
+	n->t.path[0] = '\0';
+	n->t.db = 0;
+	snprintf(n->t.host, sizeof(n->t.host), "%s", host);
+	n->t.port = port;
+	n->idle = xcalloc((size_t)p->max_idle, sizeof(*n->idle));
+	p->nodes = xreallocarray(p->nodes, (size_t)p->nnodes + 1,
+	    sizeof(*p->nodes));
+	p->nodes[p->nnodes] = n;
+	return p->nnodes++;
+}
+
 struct sched_pool *
 sched_pool_new(const struct redis_target *t, int64_t timeout_ms, int max_idle)
 {
 	struct sched_pool *p = xcalloc(1, sizeof(*p));
+	struct pool_node *n;
 
 	pthread_mutex_init(&p->lock, NULL);
 	p->target = *t;
 	p->timeout_ms = timeout_ms;
 	p->max_idle = max_idle > 0 ? max_idle : 1;
-	p->idle = xcalloc((size_t)p->max_idle, sizeof(*p->idle));
+	p->mode = -1;
+	n = xcalloc(1, sizeof(*n));
+	n->t = *t;
+	n->idle = xcalloc((size_t)p->max_idle, sizeof(*n->idle));
+	p->nodes = xcalloc(1, sizeof(*p->nodes));
+	p->nodes[0] = n;
+	p->nnodes = 1;
 	return p;
 }
 
-redisContext *
-sched_pool_get(struct sched_pool *p)
+/* Node i's name for logs. */
+static void
+node_name(const struct redis_target *t, char *out, size_t len)
 {
+	if (t->path[0] != '\0')
+		snprintf(out, len, "%s", t->path);
+	else
+		snprintf(out, len, "%s:%d", t->host, t->port);
+}
+
+/* A context of node i: an idle one, or a new one; NULL (logged once). */
+static redisContext *
+node_get(struct sched_pool *p, int i)
+{
+	struct redis_target t;
+	struct pool_node *n;
 	redisContext *c = NULL;
-	char why[512];
+	char why[512], name[300];
 
 	pthread_mutex_lock(&p->lock);
-	if (p->nidle > 0)
-		c = p->idle[--p->nidle];
+	n = p->nodes[i];
+	if (n->nidle > 0)
+		c = n->idle[--n->nidle];
+	t = n->t;
 	pthread_mutex_unlock(&p->lock);
 	if (c != NULL)
 		return c;
 
-	c = sched_redis_connect(&p->target, p->timeout_ms, why, sizeof(why));
+	c = sched_redis_connect(&t, p->timeout_ms, why, sizeof(why));
+	node_name(&t, name, sizeof(name));
 	pthread_mutex_lock(&p->lock);
-	if (c == NULL && !p->down) {
-		p->down = 1;
+	if (c == NULL && !n->down) {
+		n->down = 1;
 		log_warnx("redis unreachable: %s", why);
-	} else if (c != NULL && p->down) {
-		p->down = 0;
-		log_info("redis reachable again");
+	} else if (c != NULL && n->down) {
+		n->down = 0;
+		if (p->mode == 1)
+			log_info("redis node %s reachable again", name);
+		else
+			log_info("redis reachable again");
 	}
 	pthread_mutex_unlock(&p->lock);
 	return c;
+}
+
+/* The node c talks to (under lock); -1 when none of ours. */
+static int
+node_of_locked(const struct sched_pool *p, const redisContext *c)
+{
+	int i;
+
+	if (p->mode != 1)
+		return 0;
+	if (c->connection_type != REDIS_CONN_TCP || c->tcp.host == NULL)
+		return -1;
+	for (i = 0; i < p->nnodes; i++)
+		if (p->nodes[i]->t.port == c->tcp.port &&
+		    strcmp(p->nodes[i]->t.host, c->tcp.host) == 0)
+			return i;
+	return -1;
+}
+
+static int
+node_of(struct sched_pool *p, const redisContext *c)
+{
+	int i;
+
+	pthread_mutex_lock(&p->lock);
+	i = node_of_locked(p, c);
+	pthread_mutex_unlock(&p->lock);
+	return i;
 }
 
 void
 sched_pool_put(struct sched_pool *p, redisContext *c, int broken)
 {
 	redisContext **drop = NULL;
+	struct pool_node *n;
 	int ndrop = 0, i;
 
 	if (c == NULL)
@@ -340,15 +438,21 @@ sched_pool_put(struct sched_pool *p, redisContext *c, int broken)
 	if (c->err)
 		broken = 1;
 	pthread_mutex_lock(&p->lock);
+	if ((i = node_of_locked(p, c)) < 0) {
+		pthread_mutex_unlock(&p->lock);
+		redisFree(c);
+		return;
+	}
+	n = p->nodes[i];
 	if (broken) {
 		/* The others most likely share the failure: close them. */
-		drop = xcalloc((size_t)p->nidle + 1, sizeof(*drop));
-		for (i = 0; i < p->nidle; i++)
-			drop[ndrop++] = p->idle[i];
-		p->nidle = 0;
+		drop = xcalloc((size_t)n->nidle + 1, sizeof(*drop));
+		for (i = 0; i < n->nidle; i++)
+			drop[ndrop++] = n->idle[i];
+		n->nidle = 0;
 		drop[ndrop++] = c;
-	} else if (p->nidle < p->max_idle) {
-		p->idle[p->nidle++] = c;
+	} else if (n->nidle < p->max_idle) {
+		n->idle[n->nidle++] = c;
 		c = NULL;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -362,13 +466,700 @@ sched_pool_put(struct sched_pool *p, redisContext *c, int broken)
 void
 sched_pool_free(struct sched_pool *p)
 {
-	int i;
+	int i, k;
 
 	if (p == NULL)
 		return;
-	for (i = 0; i < p->nidle; i++)
-		redisFree(p->idle[i]);
-	free(p->idle);
+	for (k = 0; k < p->nnodes; k++) {
+		for (i = 0; i < p->nodes[k]->nidle; i++)
+			redisFree(p->nodes[k]->idle[i]);
+		free(p->nodes[k]->idle);
+		free(p->nodes[k]);
+	}
+	free(p->nodes);
+	free(p->slots);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
+}
+
+/* ---- the slot map ------------------------------------------------------- */
+
+/* The host of a CLUSTER SLOTS node entry ("" means the node asked). */
+static const char *
+slots_host(const redisReply *e, const redisContext *c)
+{
+	if (e->element[0]->type != REDIS_REPLY_STRING)
+		return NULL;
+	if (e->element[0]->len == 0 || strcmp(e->element[0]->str, "?") == 0)
+		return c->tcp.host;
+	return e->element[0]->str;
+}
+
+/* Reads CLUSTER SLOTS on c into the map; 0, or -1 (c->err on I/O). */
+static int
+map_refresh(struct sched_pool *p, redisContext *c)
+{
+	const redisReply *e, *m;
+	redisReply *r;
+	const char *host;
+	uint16_t *slots;
+	long long lo, hi, k;
+	size_t i;
+	int node, rc = -1;
+
+	if ((r = redisCommand(c, "CLUSTER SLOTS")) == NULL)
+		return -1;
+	if (r->type != REDIS_REPLY_ARRAY) {
+		log_warnx("redis: CLUSTER SLOTS: %s", r->type ==
+		    REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+		goto out;
+	}
+	slots = xcalloc(SCHED_SLOTS, sizeof(*slots));
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < r->elements; i++) {
+		e = r->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+		    e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER)
+			continue;
+		lo = e->element[0]->integer;
+		hi = e->element[1]->integer;
+		m = e->element[2];	/* the master */
+		if (lo < 0 || hi >= SCHED_SLOTS || lo > hi ||
+		    m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+		    m->element[1]->type != REDIS_REPLY_INTEGER ||
+		    (host = slots_host(m, c)) == NULL)
+			continue;
+		node = node_find_add(p, host, (int)m->element[1]->integer);
+		for (k = lo; node >= 0 && k <= hi; k++)
+			slots[k] = (uint16_t)(node + 1);
+	}
+	free(p->slots);
+	p->slots = slots;
+	p->refreshed_mono_us = clock_mono_us();
+	pthread_mutex_unlock(&p->lock);
+	rc = 0;
+out:
+	freeReplyObject(r);
+	return rc;
+}
+
+/*
+ * Learns, on the first connection, whether Redis is a cluster: INFO cluster
+ * and, when it is, the slot map.  The context is given back to the pool.
+ */
+static void
+discover(struct sched_pool *p)
+{
+	redisContext *c;
+	redisReply *r;
+	int cluster = 0, ok = 0;
+
+	if ((c = node_get(p, 0)) == NULL)
+		return;
+	r = redisCommand(c, "INFO cluster");
+	if (r != NULL && r->type == REDIS_REPLY_STRING) {
+		ok = 1;
+		cluster = strstr(r->str, "cluster_enabled:1") != NULL;
+	}
+	if (r != NULL)
+		freeReplyObject(r);
+	if (ok && cluster) {
+		/* The seed is node 0, whether the map names it or not. */
+		pthread_mutex_lock(&p->lock);
+		p->mode = 1;
+		pthread_mutex_unlock(&p->lock);
+		ok = map_refresh(p, c) == 0;
+		pthread_mutex_lock(&p->lock);
+		if (!ok)
+			p->mode = -1;
+		else
+			log_info("redis: a cluster (%d node(s) known)",
+			    p->nnodes);
+		p->home = 0;
+		pthread_mutex_unlock(&p->lock);
+	} else if (ok) {
+		pthread_mutex_lock(&p->lock);
+		p->mode = 0;
+		pthread_mutex_unlock(&p->lock);
+	}
+	sched_pool_put(p, c, !ok);
+}
+
+int
+sched_pool_cluster(struct sched_pool *p)
+{
+	int m;
+
+	pthread_mutex_lock(&p->lock);
+	m = p->mode;
+	pthread_mutex_unlock(&p->lock);
+	return m;
+}
+
+/* The node serving slot, or -1 when not known. */
+static int
+slot_node(struct sched_pool *p, int slot)
+{
+	int n = -1;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->mode != 1)
+		n = 0;
+	else if (p->slots != NULL && slot >= 0 && p->slots[slot] != 0)
+		n = p->slots[slot] - 1;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+/* A context of any live master, trying the home node first. */
+static redisContext *
+any_get(struct sched_pool *p)
+{
+	redisContext *c;
+	int i, k, n, home;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->nnodes;
+	home = p->home;
+	pthread_mutex_unlock(&p->lock);
+	for (k = 0; k < n; k++) {
+		i = (home + k) % n;
+		if ((c = node_get(p, i)) != NULL) {
+			pthread_mutex_lock(&p->lock);
+			p->home = i;
+			pthread_mutex_unlock(&p->lock);
+			return c;
+		}
+	}
+	return NULL;
+}
+
+redisContext *
+sched_pool_get(struct sched_pool *p)
+{
+	int mode = sched_pool_cluster(p);
+
+	if (mode == -1) {
+		discover(p);
+		mode = sched_pool_cluster(p);
+	}
+	if (mode == 1)
+		return any_get(p);
+	return node_get(p, 0);
+}
+
+redisContext *
+sched_pool_get_key(struct sched_pool *p, const char *key)
+{
+	int node;
+
+	if (sched_pool_cluster(p) != 1 || (node = slot_node(p, sched_key_slot(
+	    key, strlen(key)))) < 0)
+		return sched_pool_get(p);
+	return node_get(p, node);
+}
+
+/* Reads the slot map again unless it was read within POOL_REFRESH_US. */
+static void
+map_maybe_refresh(struct sched_pool *p)
+{
+	redisContext *c;
+	int64_t now = clock_mono_us();
+	int due;
+
+	pthread_mutex_lock(&p->lock);
+	due = now - p->refreshed_mono_us >= POOL_REFRESH_US;
+	if (due)
+		p->refreshed_mono_us = now;	/* one thread at a time */
+	pthread_mutex_unlock(&p->lock);
+	if (!due || (c = any_get(p)) == NULL)
+		return;
+	sched_pool_put(p, c, map_refresh(p, c) == -1);
+}
+
+redisContext *
+sched_pool_connect(struct sched_pool *p, char *why, size_t whylen)
+{
+	struct redis_target t;
+	redisContext *c;
+	int i, k, n, home, mode = sched_pool_cluster(p);
+
+	if (mode == -1) {
+		discover(p);
+		mode = sched_pool_cluster(p);
+	}
+	if (mode != 1)
+		return sched_redis_connect(&p->target, p->timeout_ms, why,
+		    whylen);
+	pthread_mutex_lock(&p->lock);
+	n = p->nnodes;
+	home = p->home;
+	pthread_mutex_unlock(&p->lock);
+	for (k = 0; k < n; k++) {
+		i = (home + k) % n;
+		pthread_mutex_lock(&p->lock);
+		t = p->nodes[i]->t;
+		pthread_mutex_unlock(&p->lock);
+		if ((c = sched_redis_connect(&t, p->timeout_ms, why,
+		    whylen)) != NULL) {
+			pthread_mutex_lock(&p->lock);
+			p->home = i;
+			pthread_mutex_unlock(&p->lock);
+			return c;
+		}
+	}
+	/* Every master known is down: the map may be old; read it again. */
+	map_maybe_refresh(p);
+	return NULL;
+}
+
+/* ---- routed commands ---------------------------------------------------- */
+
+/* An error reply of our own making, as if Redis had sent it. */
+static redisReply *
+fake_error(const char *what)
+{
+	redisReader *rd;
+	char msg[400];
+	void *r = NULL;
+	int n;
+
+	n = snprintf(msg, sizeof(msg) - 2, "-CLUSTERDOWN retryd: %s", what);
+	if (n < 0 || (size_t)n > sizeof(msg) - 3)
+		n = (int)sizeof(msg) - 3;
+	msg[n] = '\r';
+	msg[n + 1] = '\n';
+	rd = redisReaderCreate();
+	if (redisReaderFeed(rd, msg, (size_t)n + 2) != REDIS_OK ||
+	    redisReaderGetReply(rd, &r) != REDIS_OK)
+		r = NULL;
+	redisReaderFree(rd);
+	if (r == NULL)
+		fatalx("cannot make an error reply");
+	return r;
+}
+
+/* Sends cmd on ctx (after ASKING when asking); its reply, or -1. */
+static int
+send_one(redisContext *ctx, int asking, const char *cmd, size_t len,
+    redisReply **r)
+{
+	void *rep;
+
+	if (asking && redisAppendCommand(ctx, "ASKING") != REDIS_OK)
+		return -1;
+	if (redisAppendFormattedCommand(ctx, cmd, len) != REDIS_OK)
+		return -1;
+	if (asking) {
+		if (redisGetReply(ctx, &rep) != REDIS_OK)
+			return -1;
+		freeReplyObject(rep);
+	}
+	if (redisGetReply(ctx, &rep) != REDIS_OK)
+		return -1;
+	*r = rep;
+	return 0;
+}
+
+/* A context for node (c when it is c's node or unknown); NULL: down. */
+static redisContext *
+route_get(struct sched_pool *p, redisContext *c, int node)
+{
+	if (node < 0 || node_of(p, c) == node)
+		return c;
+	return node_get(p, node);
+}
+
+static void
+route_put(struct sched_pool *p, redisContext *c, redisContext *ctx)
+{
+	if (ctx != NULL && ctx != c)
+		sched_pool_put(p, ctx, 0);
+}
+
+/* The node a redirection names (added when new); MOVED updates the map. */
+static int
+redirect_node(struct sched_pool *p, const struct sched_redirect *rd)
+{
+	int node;
+
+	pthread_mutex_lock(&p->lock);
+	node = node_find_add(p, rd->host, rd->port);
+	if (!rd->ask && node >= 0 && p->slots != NULL)
+		p->slots[rd->slot] = (uint16_t)(node + 1);
+	pthread_mutex_unlock(&p->lock);
+	if (!rd->ask)
+		map_maybe_refresh(p);
+	return node;
+}
+
+/* 1 and *rd when r is a MOVED or ASK error of a cluster. */
+static int
+redirected(struct sched_pool *p, const redisReply *r,
+    struct sched_redirect *rd)
+{
+	return r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    sched_pool_cluster(p) == 1 &&
+	    sched_redirect_parse(r->str, r->len, rd);
+}
+
+/*
+ * Sends the formatted command cmd for slot, starting at the node rd names
+ * when rd is not NULL (a redirection already received), and follows
+ * redirections; see sched_pool_command_fix.
+ */
+static redisReply *
+route_exec(struct sched_pool *p, redisContext *c, int *broken, int slot,
+    const char *cmd, size_t len, const struct sched_redirect *first,
+    int (*fix)(redisContext *, const redisReply *, void *), void *arg)
+{
+	struct sched_redirect rd;
+	redisContext *ctx;
+	redisReply *r = NULL;
+	int hops = 0, asking = 0, fixed = 0, node;
+	char name[300], what[340];
+
+	node = slot >= 0 ? slot_node(p, slot) : -1;
+	if (first != NULL) {
+		rd = *first;
+		hops = 1;
+		asking = rd.ask;
+		if ((node = redirect_node(p, &rd)) < 0)
+			return fake_error("too many nodes");
+	}
+	for (;;) {
+		if ((ctx = route_get(p, c, node)) == NULL) {
+			pthread_mutex_lock(&p->lock);
+			node_name(&p->nodes[node]->t, name, sizeof(name));
+			pthread_mutex_unlock(&p->lock);
+			snprintf(what, sizeof(what), "no connection to %s",
+			    name);
+			return fake_error(what);
+		}
+		if (send_one(ctx, asking, cmd, len, &r) == -1) {
+			if (ctx == c) {
+				*broken = 1;
+				return NULL;
+			}
+			log_warnx("redis: %s", ctx->errstr);
+			sched_pool_put(p, ctx, 1);
+			return fake_error("a node failed");
+		}
+		if (r->type == REDIS_REPLY_ERROR && fix != NULL && !fixed &&
+		    fix(ctx, r, arg) == 1) {
+			/* Repaired on that node (a script loaded): again. */
+			fixed = 1;
+			freeReplyObject(r);
+			r = NULL;
+			if (ctx->err && ctx == c) {
+				*broken = 1;
+				return NULL;
+			}
+			if (ctx != c)
+				sched_pool_put(p, ctx, ctx->err != 0);
+			continue;
+		}
+		route_put(p, c, ctx);
+		if (hops >= SCHED_REDIRECTS_MAX || !redirected(p, r, &rd))
+			return r;
+		hops++;
+		freeReplyObject(r);
+		r = NULL;
+		asking = rd.ask;
+		if ((node = redirect_node(p, &rd)) < 0)
+			return fake_error("too many nodes");
+	}
+}
+
+redisReply *
+sched_pool_command_fix(struct sched_pool *p, redisContext *c, int *broken,
+    const char *key, size_t keylen, int argc, const char **argv,
+    const size_t *lens, int (*fix)(redisContext *, const redisReply *,
+    void *), void *arg)
+{
+	redisReply *r;
+	char *cmd;
+	int len;
+
+	if ((len = redisFormatCommandArgv(&cmd, argc, argv, lens)) < 0)
+		fatalx("cannot format a Redis command");
+	r = route_exec(p, c, broken, key != NULL ? sched_key_slot(key,
+	    keylen) : -1, cmd, (size_t)len, NULL, fix, arg);
+	free(cmd);
+	return r;
+}
+
+redisReply *
+sched_pool_command_argv(struct sched_pool *p, redisContext *c, int *broken,
+    const char *key, size_t keylen, int argc, const char **argv,
+    const size_t *lens)
+{
+	return sched_pool_command_fix(p, c, broken, key, keylen, argc, argv,
+	    lens, NULL, NULL);
+}
+
+redisReply *
+sched_pool_command(struct sched_pool *p, redisContext *c, int *broken,
+    const char *key, const char *fmt, ...)
+{
+	redisReply *r;
+	va_list ap;
+
+	va_start(ap, fmt);
+	r = sched_pool_vcommand(p, c, broken, key, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+redisReply *
+sched_pool_vcommand(struct sched_pool *p, redisContext *c, int *broken,
+    const char *key, const char *fmt, va_list ap)
+{
+	redisReply *r;
+	char *cmd;
+	int len;
+
+	len = redisvFormatCommand(&cmd, fmt, ap);
+	if (len < 0)
+		fatalx("cannot format a Redis command");
+	r = route_exec(p, c, broken, key != NULL ? sched_key_slot(key,
+	    strlen(key)) : -1, cmd, (size_t)len, NULL, NULL, NULL);
+	free(cmd);
+	return r;
+}
+
+int
+sched_pool_each(struct sched_pool *p, redisContext *c, const char *fmt, ...)
+{
+	unsigned char *seen;
+	redisContext *ctx;
+	redisReply *r;
+	va_list ap;
+	char *cmd;
+	int len, i, mine, n, rc = 0;
+
+	if (sched_pool_cluster(p) != 1)
+		return 0;
+	va_start(ap, fmt);
+	len = redisvFormatCommand(&cmd, fmt, ap);
+	va_end(ap);
+	if (len < 0)
+		fatalx("cannot format a Redis command");
+	mine = node_of(p, c);
+	pthread_mutex_lock(&p->lock);
+	n = p->nnodes;
+	seen = xcalloc((size_t)n, 1);
+	for (i = 0; p->slots != NULL && i < SCHED_SLOTS; i++)
+		if (p->slots[i] != 0 && p->slots[i] <= n)
+			seen[p->slots[i] - 1] = 1;
+	pthread_mutex_unlock(&p->lock);
+	for (i = 0; i < n; i++) {
+		if (!seen[i] || i == mine)
+			continue;
+		if ((ctx = node_get(p, i)) == NULL) {
+			rc = -1;
+			continue;
+		}
+		if (send_one(ctx, 0, cmd, (size_t)len, &r) == -1) {
+			sched_pool_put(p, ctx, 1);
+			rc = -1;
+			continue;
+		}
+		if (r->type == REDIS_REPLY_ERROR)
+			rc = -1;
+		freeReplyObject(r);
+		sched_pool_put(p, ctx, 0);
+	}
+	free(seen);
+	free(cmd);
+	return rc;
+}
+
+/* ---- routed pipelines --------------------------------------------------- */
+
+struct pipe_conn {
+	int		 node;
+	redisContext	*ctx;		/* NULL: the node is down */
+	size_t		 unread;
+};
+
+struct pipe_cmd {
+	int		 slot;
+	char		*cmd;
+	size_t		 len;
+	int		 conn;		/* index into conns once sent */
+};
+
+struct sched_pipe {
+	struct sched_pool	*p;
+	redisContext		*c;
+	int			 cluster;
+	struct pipe_cmd		*v;		/* cluster only */
+	size_t			 n, cap, next;
+	int			 sent;
+	struct pipe_conn	*conns;
+	size_t			 nconns;
+};
+
+struct sched_pipe *
+sched_pipe_new(struct sched_pool *p, redisContext *c)
+{
+	struct sched_pipe *q = xcalloc(1, sizeof(*q));
+
+	q->p = p;
+	q->c = c;
+	q->cluster = sched_pool_cluster(p) == 1;
+	return q;
+}
+
+static int
+pipe_add(struct sched_pipe *q, const char *key, size_t keylen, char *cmd,
+    int len)
+{
+	if (len < 0)
+		return -1;
+	if (q->n == q->cap) {
+		q->cap = q->cap == 0 ? 16 : q->cap * 2;
+		q->v = xreallocarray(q->v, q->cap, sizeof(*q->v));
+	}
+	q->v[q->n].slot = key != NULL ? sched_key_slot(key, keylen) : -1;
+	q->v[q->n].cmd = cmd;
+	q->v[q->n].len = (size_t)len;
+	q->v[q->n].conn = -1;
+	q->n++;
+	return 0;
+}
+
+int
+sched_pipe_append(struct sched_pipe *q, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd;
+	int len, rc;
+
+	va_start(ap, fmt);
+	if (!q->cluster)
+		rc = redisvAppendCommand(q->c, fmt, ap);
+	else {
+		len = redisvFormatCommand(&cmd, fmt, ap);
+		rc = pipe_add(q, key, key != NULL ? strlen(key) : 0, cmd, len);
+	}
+	va_end(ap);
+	return rc == REDIS_OK ? 0 : -1;
+}
+
+int
+sched_pipe_append_argv(struct sched_pipe *q, const char *key, size_t keylen,
+    int argc, const char **argv, const size_t *lens)
+{
+	char *cmd;
+	int len;
+
+	if (!q->cluster)
+		return redisAppendCommandArgv(q->c, argc, argv, lens) ==
+		    REDIS_OK ? 0 : -1;
+	len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+	return pipe_add(q, key, keylen, cmd, len);
+}
+
+/* Sends every node its commands, each node's in one write. */
+static void
+pipe_send(struct sched_pipe *q)
+{
+	struct pipe_conn *pc;
+	size_t i, k;
+	int node, done;
+
+	q->sent = 1;
+	q->conns = xcalloc(q->n + 1, sizeof(*q->conns));
+	for (i = 0; i < q->n; i++) {
+		node = slot_node(q->p, q->v[i].slot);
+		if (node < 0 || node_of(q->p, q->c) == node)
+			node = -1;	/* on c */
+		for (k = 0; k < q->nconns; k++)
+			if (q->conns[k].node == node)
+				break;
+		if (k == q->nconns) {
+			q->conns[k].node = node;
+			q->conns[k].ctx = node < 0 ? q->c :
+			    node_get(q->p, node);
+			q->nconns++;
+		}
+		pc = &q->conns[k];
+		q->v[i].conn = (int)k;
+		if (pc->ctx != NULL && redisAppendFormattedCommand(pc->ctx,
+		    q->v[i].cmd, q->v[i].len) == REDIS_OK)
+			pc->unread++;
+	}
+	for (k = 0; k < q->nconns; k++) {
+		if (q->conns[k].ctx == NULL)
+			continue;
+		do {
+			if (redisBufferWrite(q->conns[k].ctx, &done) !=
+			    REDIS_OK)
+				break;
+		} while (!done);
+	}
+}
+
+int
+sched_pipe_getreply(struct sched_pipe *q, void **reply)
+{
+	struct sched_redirect rd;
+	struct pipe_conn *pc;
+	struct pipe_cmd *pv;
+	redisReply *r;
+	void *rep;
+	int broken;
+
+	if (!q->cluster)
+		return redisGetReply(q->c, reply);
+	if (q->next >= q->n)
+		return REDIS_ERR;
+	if (!q->sent)
+		pipe_send(q);
+	pv = &q->v[q->next++];
+	pc = &q->conns[pv->conn];
+	if (pc->ctx == NULL || pc->unread == 0) {
+		*reply = fake_error("no connection to a node");
+		return REDIS_OK;
+	}
+	if (redisGetReply(pc->ctx, &rep) != REDIS_OK) {
+		if (pc->ctx == q->c)
+			return REDIS_ERR;
+		pc->unread = 0;
+		*reply = fake_error("a node failed");
+		return REDIS_OK;
+	}
+	pc->unread--;
+	r = rep;
+	if (redirected(q->p, r, &rd)) {
+		/* Not run there: send it where it is served now. */
+		freeReplyObject(r);
+		r = route_exec(q->p, q->c, &broken, pv->slot, pv->cmd,
+		    pv->len, &rd, NULL, NULL);
+		if (r == NULL)
+			return REDIS_ERR;
+	}
+	*reply = r;
+	return REDIS_OK;
+}
+
+void
+sched_pipe_free(struct sched_pipe *q)
+{
+	size_t i;
+
+	if (q == NULL)
+		return;
+	for (i = 0; i < q->nconns; i++)
+		if (q->conns[i].ctx != NULL && q->conns[i].ctx != q->c)
+			sched_pool_put(q->p, q->conns[i].ctx,
+			    q->conns[i].unread > 0);
+	for (i = 0; i < q->n; i++)
+		free(q->v[i].cmd);
+	free(q->v);
+	free(q->conns);
+	free(q);
 }

@@ -171,8 +171,8 @@ lease_take(struct sched *s, redisContext *c, const char *key, int64_t ttl,
 	redisReply *r;
 	int rc = -1;
 
-	r = redisCommand(c, "SET %s %s NX PX %lld", key, s->holder,
-	    (long long)ttl);
+	r = sched_pool_command(s->pool, c, broken, key,
+	    "SET %s %s NX PX %lld", key, s->holder, (long long)ttl);
 	if (r == NULL)
 		*broken = 1;
 	else if (r->type == REDIS_REPLY_STATUS)
@@ -202,7 +202,7 @@ node_ensure(struct sched *s, redisContext *c, int *broken)
 		/* Lost (we stalled longer than its time to live): anew. */
 		log_warnx("redis: node %d was lost; taking another", node);
 	}
-	r = redisCommand(c, "INCR rd:node");
+	r = sched_pool_command(s->pool, c, broken, "rd:node", "INCR rd:node");
 	if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
 		(void)sched_reply_err(c, r, broken, "INCR");
 		if (r != NULL)
@@ -285,12 +285,12 @@ heartbeat(struct sched *s, redisContext *c, int64_t ttl, int64_t *other_ms,
 
 /* Time to live (ms) of a lease another instance holds; -1 when unknown. */
 static int64_t
-lease_pttl(redisContext *c, const char *key, int *broken)
+lease_pttl(struct sched *s, redisContext *c, const char *key, int *broken)
 {
 	redisReply *r;
 	int64_t v = -1;
 
-	r = redisCommand(c, "PTTL %s", key);
+	r = sched_pool_command(s->pool, c, broken, key, "PTTL %s", key);
 	if (r == NULL)
 		*broken = 1;
 	else if (r->type == REDIS_REPLY_INTEGER)
@@ -370,7 +370,7 @@ sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
 			log_debug("scheduler: shard %d taken", i);
 		} else {
 			/* Held: try again the moment it runs out. */
-			pttl = lease_pttl(c, key, broken);
+			pttl = lease_pttl(s, c, key, broken);
 			if (*broken)
 				return -1;
 			if (pttl >= 0)

@@ -24,34 +24,45 @@
 #define DEAD_LIST_MAX	1000
 
 /*
- * Sends n commands (argv/lens per command) and reads the n replies into
- * out[]; SCHED_OK, or an error with every reply freed.
+ * Sends n commands (argv/lens per command; each names its key second) and
+ * reads the n replies into out[]; SCHED_OK, or an error with every reply
+ * freed.  On a cluster, one pipeline per node.
  */
 static enum sched_err
-pipeline(redisContext *c, int n, int argc, const char *const *argv,
-    const size_t *lens, redisReply **out, int *broken)
+pipeline(struct sched *s, redisContext *c, int n, int argc,
+    const char *const *argv, const size_t *lens, redisReply **out,
+    int *broken)
 {
+	struct sched_pipe *q = sched_pipe_new(s->pool, c);
+	const char **a;
+	const size_t *l;
+	enum sched_err e = SCHED_OK;
 	void *rep;
 	int i, j;
 
-	for (i = 0; i < n; i++)
-		if (redisAppendCommandArgv(c, argc, (const char **)argv +
-		    (size_t)i * (size_t)argc, lens + (size_t)i *
-		    (size_t)argc) != REDIS_OK) {
-			*broken = 1;
-			return SCHED_EUNAVAIL;
-		}
 	for (i = 0; i < n; i++) {
-		if (redisGetReply(c, &rep) != REDIS_OK) {
+		a = (const char **)argv + (size_t)i * (size_t)argc;
+		l = lens + (size_t)i * (size_t)argc;
+		if (sched_pipe_append_argv(q, a[1], l[1], argc, a, l) == -1) {
+			*broken = 1;
+			e = SCHED_EUNAVAIL;
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
 			for (j = 0; j < i; j++)
 				freeReplyObject(out[j]);
 			*broken = 1;
 			log_warnx("redis: %s", c->errstr);
-			return SCHED_EUNAVAIL;
+			e = SCHED_EUNAVAIL;
+			goto out;
 		}
 		out[i] = rep;
 	}
-	return SCHED_OK;
+out:
+	sched_pipe_free(q);
+	return e;
 }
 
 static void
@@ -88,7 +99,7 @@ fetch(struct sched *s, redisContext *c, const char *tenant, int shard,
 	lens[4] = strlen(ka);
 	argv[2] = argv[5] = idk;
 	lens[2] = lens[5] = idklen;
-	if ((e = pipeline(c, n, 3, argv, lens, r, broken)) != SCHED_OK)
+	if ((e = pipeline(s, c, n, 3, argv, lens, r, broken)) != SCHED_OK)
 		return e;
 	if (r[0]->type == REDIS_REPLY_NIL) {
 		e = SCHED_ENOTFOUND;
@@ -150,7 +161,7 @@ sched_q_job(struct sched *s, redisContext *c, const char *tenant,
 		argv[3 * i + 2] = idk;
 		lens[3 * i + 2] = idklen;
 	}
-	e = pipeline(c, n, 3, argv, lens, r, broken);
+	e = pipeline(s, c, n, 3, argv, lens, r, broken);
 	if (e == SCHED_OK) {
 		for (i = 0; i < n; i++)
 			if (found < 0 && i != first &&
@@ -205,7 +216,7 @@ sched_q_counts(struct sched *s, redisContext *c, const char *tenant,
 			l[2 + st] = strlen(fields[st]);
 		}
 	}
-	e = pipeline(c, n, argc, argv, lens, r, broken);
+	e = pipeline(s, c, n, argc, argv, lens, r, broken);
 	if (e != SCHED_OK)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -279,7 +290,7 @@ sched_q_ready_order(struct sched *s, redisContext *c, const char *tenant,
 		argv[5 * i + 4] = "WITHSCORES";
 		lens[5 * i + 4] = 10;
 	}
-	e = pipeline(c, n, 5, argv, lens, r, broken);
+	e = pipeline(s, c, n, 5, argv, lens, r, broken);
 	if (e != SCHED_OK)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -316,7 +327,6 @@ sched_q_bizkey(struct sched *s, redisContext *c, const char *tenant,
 	redisReply *r;
 	enum sched_err e = SCHED_OK;
 
-	(void)s;
 	sched_key(kb, tenant, shard, "b", NULL);
 	field = xasprintf("%s:%s", topic, bizkey);
 	argv[0] = "HGET";
@@ -325,7 +335,8 @@ sched_q_bizkey(struct sched *s, redisContext *c, const char *tenant,
 	lens[1] = strlen(kb);
 	argv[2] = field;
 	lens[2] = strlen(field);
-	r = redisCommandArgv(c, 3, argv, lens);
+	r = sched_pool_command_argv(s->pool, c, broken, kb, lens[1], 3, argv,
+	    lens);
 	free(field);
 	if (r == NULL || (r->type != REDIS_REPLY_STRING &&
 	    r->type != REDIS_REPLY_NIL)) {
@@ -482,7 +493,7 @@ sched_q_dead_list(struct sched *s, redisContext *c, const char *tenant,
 	}
 	for (i = 0; i < (size_t)n * (size_t)per * 8; i++)
 		lens[i] = strlen(argv[i]);
-	e = pipeline(c, n * per, 8, argv, lens, r, broken);
+	e = pipeline(s, c, n * per, 8, argv, lens, r, broken);
 	if (e != SCHED_OK)
 		goto out;
 	for (k = 0; k < n * per; k++) {

@@ -505,11 +505,13 @@ registry_vcmd(struct registry *reg, enum reg_err *err, const char *fmt,
 	redisContext *c;
 	redisReply *r;
 
-	if ((c = sched_pool_get(reg->pool)) == NULL) {
+	int broken = 0;
+
+	if ((c = sched_pool_get_key(reg->pool, P)) == NULL) {
 		*err = REG_EUNAVAIL;
 		return NULL;
 	}
-	r = redisvCommand(c, fmt, ap);
+	r = sched_pool_vcommand(reg->pool, c, &broken, P, fmt, ap);
 	if (r == NULL) {
 		log_warnx("registry: redis: %s", c->errstr);
 		sched_pool_put(reg->pool, c, 1);
@@ -632,6 +634,7 @@ registry_tenant_get(struct registry *reg, const char *name,
     struct registry_tenant *out)
 {
 	redisContext *c;
+	struct sched_pipe *q;
 	redisReply *r1 = NULL, *r2 = NULL;
 	struct centry *e;
 	enum reg_err err = REG_EINTERNAL;
@@ -650,18 +653,21 @@ registry_tenant_get(struct registry *reg, const char *name,
 	}
 	pthread_mutex_unlock(&reg->lock);
 
-	if ((c = sched_pool_get(reg->pool)) == NULL)
+	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
 		return REG_EUNAVAIL;
-	redisAppendCommand(c, "HMGET " P "tenant:%s created_ms max_pending",
+	q = sched_pipe_new(reg->pool, c);
+	sched_pipe_append(q, P, "HMGET " P "tenant:%s created_ms max_pending",
 	    name);
-	redisAppendCommand(c, "HLEN " P "tkeys:%s", name);
-	if (redisGetReply(c, (void **)&r1) != REDIS_OK ||
-	    redisGetReply(c, (void **)&r2) != REDIS_OK) {
+	sched_pipe_append(q, P, "HLEN " P "tkeys:%s", name);
+	if (sched_pipe_getreply(q, (void **)&r1) != REDIS_OK ||
+	    sched_pipe_getreply(q, (void **)&r2) != REDIS_OK) {
 		log_warnx("registry: redis: %s", c->errstr);
+		sched_pipe_free(q);
 		sched_pool_put(reg->pool, c, 1);
 		err = REG_EUNAVAIL;
 		goto out;
 	}
+	sched_pipe_free(q);
 	sched_pool_put(reg->pool, c, 0);
 	if (r1->type != REDIS_REPLY_ARRAY || r1->elements != 2) {
 		log_warnx("registry: unexpected reply to HMGET");
@@ -1006,21 +1012,25 @@ topic_fetch(struct registry *reg, const char *tenant, const char *topic,
     struct registry_topic **out)
 {
 	redisContext *c;
+	struct sched_pipe *q;
 	redisReply *r1 = NULL, *r2 = NULL;
 	enum reg_err err = REG_EINTERNAL;
 
 	*out = NULL;
-	if ((c = sched_pool_get(reg->pool)) == NULL)
+	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
 		return REG_EUNAVAIL;
-	redisAppendCommand(c, "HGET " P "topics:%s %s", tenant, topic);
-	redisAppendCommand(c, "HGET " P "topicc:%s %s", tenant, topic);
-	if (redisGetReply(c, (void **)&r1) != REDIS_OK ||
-	    redisGetReply(c, (void **)&r2) != REDIS_OK) {
+	q = sched_pipe_new(reg->pool, c);
+	sched_pipe_append(q, P, "HGET " P "topics:%s %s", tenant, topic);
+	sched_pipe_append(q, P, "HGET " P "topicc:%s %s", tenant, topic);
+	if (sched_pipe_getreply(q, (void **)&r1) != REDIS_OK ||
+	    sched_pipe_getreply(q, (void **)&r2) != REDIS_OK) {
 		log_warnx("registry: redis: %s", c->errstr);
+		sched_pipe_free(q);
 		sched_pool_put(reg->pool, c, 1);
 		err = REG_EUNAVAIL;
 		goto out;
 	}
+	sched_pipe_free(q);
 	sched_pool_put(reg->pool, c, 0);
 	if (r1->type == REDIS_REPLY_NIL)
 		err = REG_ENOTFOUND;
@@ -1140,6 +1150,7 @@ registry_topic_list(struct registry *reg, const char *tenant,
 {
 	struct registry_topic **v = NULL, *t;
 	redisContext *c;
+	struct sched_pipe *q;
 	redisReply *r1 = NULL, *r2 = NULL;
 	enum reg_err err = REG_EINTERNAL;
 	const redisReply *cr;
@@ -1147,17 +1158,20 @@ registry_topic_list(struct registry *reg, const char *tenant,
 
 	*out = NULL;
 	*n = 0;
-	if ((c = sched_pool_get(reg->pool)) == NULL)
+	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
 		return REG_EUNAVAIL;
-	redisAppendCommand(c, "HGETALL " P "topics:%s", tenant);
-	redisAppendCommand(c, "HGETALL " P "topicc:%s", tenant);
-	if (redisGetReply(c, (void **)&r1) != REDIS_OK ||
-	    redisGetReply(c, (void **)&r2) != REDIS_OK) {
+	q = sched_pipe_new(reg->pool, c);
+	sched_pipe_append(q, P, "HGETALL " P "topics:%s", tenant);
+	sched_pipe_append(q, P, "HGETALL " P "topicc:%s", tenant);
+	if (sched_pipe_getreply(q, (void **)&r1) != REDIS_OK ||
+	    sched_pipe_getreply(q, (void **)&r2) != REDIS_OK) {
 		log_warnx("registry: redis: %s", c->errstr);
+		sched_pipe_free(q);
 		sched_pool_put(reg->pool, c, 1);
 		err = REG_EUNAVAIL;
 		goto out;
 	}
+	sched_pipe_free(q);
 	sched_pool_put(reg->pool, c, 0);
 	if (r1->type != REDIS_REPLY_ARRAY || r2->type != REDIS_REPLY_ARRAY)
 		goto out;

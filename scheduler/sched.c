@@ -136,7 +136,7 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 		s->hooks = *hooks;
 	s->target = t;
 	s->pool = sched_pool_new(&t, s->cfg.redis_timeout_ms, POOL_IDLE);
-	s->scripts = sched_scripts_new();
+	s->scripts = sched_scripts_new(s->pool);
 	if (random_bytes(rnd, sizeof(rnd)) == -1)
 		memset(rnd, 0, sizeof(rnd));
 	hex_encode(rnd, sizeof(rnd), hex);
@@ -284,7 +284,8 @@ register_tenant(struct sched *s, redisContext *c, const char *tenant,
 	pthread_mutex_unlock(&s->lock);
 	if (done)
 		return;
-	r = redisCommand(c, "SADD rd:tenants %s", tenant);
+	r = sched_pool_command(s->pool, c, broken, "rd:tenants",
+	    "SADD rd:tenants %s", tenant);
 	if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
 		pthread_mutex_lock(&s->lock);
 		t->registered_gen = gen;
@@ -525,12 +526,12 @@ pm_calls(struct sched *s, struct pm_job **v, size_t n, struct pm_call *calls)
 }
 
 static int
-pm_append(struct sched *s, redisContext *c, struct pm_job **v,
+pm_append(struct sched *s, struct sched_pipe *q, struct pm_job **v,
     struct sched_push_item *it, const struct pm_call *k)
 {
 	const struct pm_job *j = v[k->first];
 
-	return sched_st_push_many_append(s, c, j->job.tenant, j->job.shard,
+	return sched_st_push_many_append(s, q, j->job.tenant, j->job.shard,
 	    j->job.topic, it + k->first, k->n);
 }
 
@@ -552,6 +553,7 @@ pm_run(struct sched *s, redisContext *c, struct pm_job **v,
     struct sched_push_item *it, struct pm_call *calls, size_t nc,
     int *broken)
 {
+	struct sched_pipe *q;
 	redisReply *r;
 	enum sched_err e;
 	size_t k, sent = 0, again = 0;
@@ -564,10 +566,12 @@ pm_run(struct sched *s, redisContext *c, struct pm_job **v,
 					pm_fail(it, &calls[k], SCHED_EUNAVAIL);
 			return;
 		}
+		/* On a cluster, one pipeline per node. */
+		q = sched_pipe_new(s->pool, c);
 		for (k = sent = 0; k < nc; k++) {
 			if (round == 1 && !calls[k].resend)
 				continue;
-			if (pm_append(s, c, v, it, &calls[k]) == -1)
+			if (pm_append(s, q, v, it, &calls[k]) == -1)
 				break;
 			sent = k + 1;
 		}
@@ -576,7 +580,7 @@ pm_run(struct sched *s, redisContext *c, struct pm_job **v,
 				continue;
 			calls[k].resend = 0;
 			if (k >= sent || *broken ||
-			    redisGetReply(c, (void **)&r) != REDIS_OK) {
+			    sched_pipe_getreply(q, (void **)&r) != REDIS_OK) {
 				if (k < sent && !*broken)
 					(void)sched_reply_err(c, NULL, broken,
 					    "push_many");
@@ -592,6 +596,7 @@ pm_run(struct sched *s, redisContext *c, struct pm_job **v,
 				pm_fail(it, &calls[k], e == SCHED_ESTALE ?
 				    SCHED_EINTERNAL : e);
 		}
+		sched_pipe_free(q);
 		if (again == 0 || *broken)
 			return;
 	}
@@ -1027,7 +1032,7 @@ enum { M_DONE, M_READ, M_FINISH, M_SLOW };
 
 /* Appends the read of each item's record; step M_READ when sent. */
 static void
-many_read(struct sched *s, redisContext *c, struct sched_report_item *v,
+many_read(struct sched *s, struct sched_pipe *q, struct sched_report_item *v,
     struct many *m, size_t n)
 {
 	char idk[SCHED_IDKEY_MAX], kj[SCHED_KEY_MAX];
@@ -1046,8 +1051,8 @@ many_read(struct sched *s, redisContext *c, struct sched_report_item *v,
 		}
 		sched_key(kj, v[i].tenant, sched_shard_of(s, v[i].id), "j",
 		    NULL);
-		if (redisAppendCommand(c, "HGET %s %b", kj, idk, idklen) !=
-		    REDIS_OK) {
+		if (sched_pipe_append(q, kj, "HGET %s %b", kj, idk,
+		    idklen) == -1) {
 			m[i].step = M_SLOW;
 			continue;
 		}
@@ -1057,8 +1062,8 @@ many_read(struct sched *s, redisContext *c, struct sched_report_item *v,
 
 /* Reads the replies of the items at step; -1 with *broken. */
 static int
-many_replies(redisContext *c, struct sched_report_item *v, struct many *m,
-    size_t n, int step, int *broken)
+many_replies(struct sched_pipe *q, struct sched_report_item *v,
+    struct many *m, size_t n, int step, int *broken)
 {
 	void *rep;
 	size_t i;
@@ -1066,7 +1071,7 @@ many_replies(redisContext *c, struct sched_report_item *v, struct many *m,
 	for (i = 0; i < n; i++) {
 		if (m[i].step != step)
 			continue;
-		if (redisGetReply(c, &rep) != REDIS_OK) {
+		if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
 			*broken = 1;
 			for (; i < n; i++)
 				if (m[i].step == step) {
@@ -1082,8 +1087,8 @@ many_replies(redisContext *c, struct sched_report_item *v, struct many *m,
 
 /* Checks each record read and appends its finish; step M_FINISH. */
 static void
-many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
-    struct many *m, size_t n, int *broken)
+many_finish(struct sched *s, redisContext *c, struct sched_pipe *q,
+    struct sched_report_item *v, struct many *m, size_t n, int *broken)
 {
 	char idk[SCHED_IDKEY_MAX];
 	redisReply *r;
@@ -1120,7 +1125,7 @@ many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
 				m[i].att = attempt_or(v[i].attempt,
 				    &v[i].outcome, now, &m[i].synth);
 			}
-			if (sched_st_finish_append(s, c, m[i].job,
+			if (sched_st_finish_append(s, q, m[i].job,
 			    v[i].token, m[i].v, m[i].d.next_ms,
 			    m[i].att) == 0)
 				m[i].step = M_FINISH;
@@ -1136,6 +1141,7 @@ sched_report_many(struct sched *s, struct sched_report_item *v, size_t n)
 {
 	struct many *m;
 	redisContext *c;
+	struct sched_pipe *q1, *q2;
 	enum sched_state to;
 	enum sched_err e;
 	size_t i;
@@ -1159,11 +1165,16 @@ sched_report_many(struct sched *s, struct sched_report_item *v, size_t n)
 		give(s, c, broken);
 		goto slow;
 	}
-	many_read(s, c, v, m, n);
-	if (many_replies(c, v, m, n, M_READ, &broken) == 0)
-		many_finish(s, c, v, m, n, &broken);
+	/* On a cluster each is a pipeline per node. */
+	q1 = sched_pipe_new(s->pool, c);
+	q2 = sched_pipe_new(s->pool, c);
+	many_read(s, q1, v, m, n);
+	if (many_replies(q1, v, m, n, M_READ, &broken) == 0)
+		many_finish(s, c, q2, v, m, n, &broken);
 	if (!broken)
-		(void)many_replies(c, v, m, n, M_FINISH, &broken);
+		(void)many_replies(q2, v, m, n, M_FINISH, &broken);
+	sched_pipe_free(q1);
+	sched_pipe_free(q2);
 	for (i = 0; i < n; i++) {
 		if (m[i].step != M_FINISH || m[i].r == NULL)
 			continue;

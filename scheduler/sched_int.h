@@ -174,8 +174,9 @@ enum sched_err sched_st_promote(struct sched *s, redisContext *c,
 /*
  * Pipelining (the timer): sched_st_pipe_prepare() learns the SHA1s first (a
  * round trip of its own, so before anything is appended); an _append
- * function queues a call on c (0, or -1), and its _reply function takes the
- * reply read later with redisGetReply() (and frees it).  A NOSCRIPT reply is
+ * function queues a call on q (0, or -1; routed to its shard's node), and
+ * its _reply function takes the reply read later with sched_pipe_getreply()
+ * (and frees it); c is the pipeline's own context.  A NOSCRIPT reply is
  * run again synchronously, so read every pending reply before the first
  * _reply call.
  */
@@ -196,17 +197,17 @@ struct sched_push_item {
 };
 int	sched_st_push_many_prepare(struct sched *s, redisContext *c,
 	    int again, int *broken);
-int	sched_st_push_many_append(struct sched *s, redisContext *c,
+int	sched_st_push_many_append(struct sched *s, struct sched_pipe *q,
 	    const char *tenant, int shard, const char *topic,
 	    const struct sched_push_item *it, size_t n);
 enum sched_err sched_st_push_many_reply(redisContext *c, redisReply *r,
 	    struct sched_push_item *it, size_t n, int *broken);
-int	sched_st_promote_append(struct sched *s, redisContext *c,
+int	sched_st_promote_append(struct sched *s, struct sched_pipe *q,
 	    const char *tenant, int shard, const char *topic);
 enum sched_err sched_st_promote_reply(struct sched *s, redisContext *c,
 	    redisReply *r, const char *tenant, int shard, const char *topic,
 	    int *moved, int *more, int64_t *head, int *broken);
-int	sched_st_reserve_append(struct sched *s, redisContext *c,
+int	sched_st_reserve_append(struct sched *s, struct sched_pipe *q,
 	    const char *tenant, int shard, const char *topic, int n,
 	    int64_t ttr_ms);
 enum sched_err sched_st_reserve_reply(struct sched *s, redisContext *c,
@@ -232,7 +233,7 @@ enum sched_err sched_st_finish(struct sched *s, redisContext *c,
 	    const struct sched_attempt *attempt, int expire_only,
 	    enum sched_state *to, int *broken);
 /* Pipelined finish (not an expiry), as sched_st_finish. */
-int	sched_st_finish_append(struct sched *s, redisContext *c,
+int	sched_st_finish_append(struct sched *s, struct sched_pipe *q,
 	    const struct sched_job *job, const char *token,
 	    enum sched_verdict_x v, int64_t next_ms,
 	    const struct sched_attempt *attempt);

@@ -4,8 +4,10 @@
  * its own file, joined once at start.
  *
  * Key decision: the SHA1s come from SCRIPT LOAD, kept under a mutex; a
- * NOSCRIPT error loads the script again and retries exactly once.  A script
- * that fails to load is a bug in the scripts and is logged as such.
+ * NOSCRIPT error loads the script again, on the node that said it, and
+ * retries exactly once.  A script that fails to load is a bug in the scripts
+ * and is logged as such.  A script goes to the node serving its first key
+ * (conn.c routes it; on a single Redis that is always c).
  */
 #include "config.h"
 
@@ -23,6 +25,7 @@
 
 struct sched_scripts {
 	pthread_mutex_t	 lock;
+	struct sched_pool *pool;	/* routes the calls; not owned */
 	char		*text[SCRIPT_COUNT];
 	char		 sha[SCRIPT_COUNT][SHA_LEN + 1];	/* under lock */
 };
@@ -48,11 +51,12 @@ static const struct {
 };
 
 struct sched_scripts *
-sched_scripts_new(void)
+sched_scripts_new(struct sched_pool *pool)
 {
 	struct sched_scripts *sc = xcalloc(1, sizeof(*sc));
 	int i;
 
+	sc->pool = pool;
 	pthread_mutex_init(&sc->lock, NULL);
 	for (i = 0; i < SCRIPT_COUNT; i++)
 		sc->text[i] = xasprintf("%s%s",
@@ -110,6 +114,26 @@ script_load(struct sched_scripts *sc, redisContext *c, enum sched_script id,
 	return rc;
 }
 
+struct noscript {
+	struct sched_scripts	*sc;
+	enum sched_script	 id;
+	char			*sha;
+	int			 io;
+};
+
+/* A NOSCRIPT reply: loads the script on the node that gave it; 1, or 0. */
+static int
+noscript_fix(redisContext *ctx, const redisReply *r, void *arg)
+{
+	struct noscript *ns = arg;
+
+	if (strncmp(r->str, "NOSCRIPT", 8) != 0)
+		return 0;
+	if (script_load(ns->sc, ctx, ns->id, ns->sha, &ns->io) == -1)
+		return 0;
+	return 1;
+}
+
 redisReply *
 sched_script_run(struct sched_scripts *sc, redisContext *c,
     enum sched_script id, int nkeys, int nargs, const char **argv,
@@ -118,8 +142,9 @@ sched_script_run(struct sched_scripts *sc, redisContext *c,
 	const char *av[ARGV_MAX + 3];
 	size_t al[ARGV_MAX + 3];
 	char sha[SHA_LEN + 1], nk[16];
+	struct noscript ns;
 	redisReply *r = NULL;
-	int i, n, tries, io = 0;
+	int i, n, io = 0;
 
 	*broken = 0;
 	n = nkeys + nargs;
@@ -144,23 +169,15 @@ sched_script_run(struct sched_scripts *sc, redisContext *c,
 		av[i + 3] = argv[i];
 		al[i + 3] = lens != NULL ? lens[i] : strlen(argv[i]);
 	}
-	for (tries = 0; tries < 2; tries++) {
-		r = redisCommandArgv(c, n + 3, av, al);
-		if (r == NULL) {
-			*broken = 1;
-			return NULL;
-		}
-		if (r->type != REDIS_REPLY_ERROR ||
-		    strncmp(r->str, "NOSCRIPT", 8) != 0)
-			break;
-		freeReplyObject(r);
-		r = NULL;
-		if (script_load(sc, c, id, sha, &io) == -1) {
-			*broken = io;
-			return NULL;
-		}
-	}
-	if (r != NULL && r->type == REDIS_REPLY_ERROR)
+	ns.sc = sc;
+	ns.id = id;
+	ns.sha = sha;
+	ns.io = 0;
+	r = sched_pool_command_fix(sc->pool, c, broken, nkeys > 0 ? av[3] :
+	    NULL, nkeys > 0 ? al[3] : 0, n + 3, av, al, noscript_fix, &ns);
+	if (r == NULL)
+		return NULL;
+	if (r->type == REDIS_REPLY_ERROR)
 		log_warnx("redis: script %s: %s", script_src[id].name,
 		    r->str);
 	return r;

@@ -15,6 +15,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "scheduler/conn.h"
+
 enum sched_script {
 	SCRIPT_PUSH = 0,
 	SCRIPT_CANCEL,
@@ -50,7 +52,8 @@ extern const char sched_lua_schema[];
 
 struct sched_scripts;
 
-struct sched_scripts *sched_scripts_new(void);
+/* Calls go through pool (kept, not owned), to the node of their key. */
+struct sched_scripts *sched_scripts_new(struct sched_pool *pool);
 void	sched_scripts_free(struct sched_scripts *sc);
 const char *sched_script_name(enum sched_script id);
 /*
@@ -58,6 +61,8 @@ const char *sched_script_name(enum sched_script id);
  * bytes each; lens NULL: NUL-terminated).  The reply is the caller's (an
  * error reply included, logged); NULL with *broken = 1 on an I/O error (the
  * context is unusable), NULL with *broken = 0 when the script cannot load.
+ * The call runs on the node serving the first key (c when that is its
+ * node); a NOSCRIPT reply loads the script there and runs it once more.
  */
 redisReply *sched_script_run(struct sched_scripts *sc, redisContext *c,
 	    enum sched_script id, int nkeys, int nargs, const char **argv,

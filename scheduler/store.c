@@ -197,6 +197,9 @@ pipe_sha(struct sched *s, redisContext *c, enum sched_script id,
 		return 0;
 	text = xasprintf("%s%s", sched_lua_lib, src);
 	r = redisCommand(c, "SCRIPT LOAD %s", text);
+	/* A cluster: every node, for the calls routed there. */
+	if (r != NULL && r->type == REDIS_REPLY_STRING)
+		(void)sched_pool_each(s->pool, c, "SCRIPT LOAD %s", text);
 	free(text);
 	if (r != NULL && r->type == REDIS_REPLY_STRING &&
 	    r->len + 1 == sizeof(s->pipe_sha[id])) {
@@ -222,9 +225,9 @@ sched_st_pipe_prepare(struct sched *s, redisContext *c, int *broken)
 	return 0;
 }
 
-/* Appends EVALSHA of script id to c's output (as run() would send it). */
+/* Queues EVALSHA of script id on q (as run() would send it). */
 static int
-append(struct sched *s, redisContext *c, enum sched_script id,
+append(struct sched *s, struct sched_pipe *q, enum sched_script id,
     const char *tenant, int shard, const char *names, const char *topic,
     int nargs, const char **args, const size_t *arglens)
 {
@@ -259,8 +262,8 @@ append(struct sched *s, redisContext *c, enum sched_script id,
 		lens[4 + n + i] = arglens != NULL ? arglens[i] :
 		    strlen(args[i]);
 	}
-	rc = redisAppendCommandArgv(c, 4 + n + nargs, argv, lens) ==
-	    REDIS_OK ? 0 : -1;
+	rc = sched_pipe_append_argv(q, k[0], lens[3], 4 + n + nargs, argv,
+	    lens);
 	free(argv);
 	free(lens);
 	return rc;
@@ -393,7 +396,7 @@ sched_st_push_many_prepare(struct sched *s, redisContext *c, int again,
 }
 
 int
-sched_st_push_many_append(struct sched *s, redisContext *c,
+sched_st_push_many_append(struct sched *s, struct sched_pipe *q,
     const char *tenant, int shard, const char *topic,
     const struct sched_push_item *it, size_t n)
 {
@@ -413,7 +416,7 @@ sched_st_push_many_append(struct sched *s, redisContext *c,
 		args[2 + 2 * i] = it[i].rec;
 		lens[2 + 2 * i] = it[i].reclen;
 	}
-	rc = append(s, c, SCRIPT_PUSH_MANY, tenant, shard, "jdhcb", topic,
+	rc = append(s, q, SCRIPT_PUSH_MANY, tenant, shard, "jdhcb", topic,
 	    (int)(1 + 2 * n), args, lens);
 	free(args);
 	free(lens);
@@ -596,7 +599,7 @@ sched_st_promote(struct sched *s, redisContext *c, const char *tenant,
 }
 
 int
-sched_st_promote_append(struct sched *s, redisContext *c, const char *tenant,
+sched_st_promote_append(struct sched *s, struct sched_pipe *q, const char *tenant,
     int shard, const char *topic)
 {
 	char batch[24], tag[SCHED_KEY_MAX];
@@ -607,7 +610,7 @@ sched_st_promote_append(struct sched *s, redisContext *c, const char *tenant,
 	args[0] = topic;
 	args[1] = batch;
 	args[2] = tag;
-	return append(s, c, SCRIPT_PROMOTE, tenant, shard, "jdhrtc", topic, 3,
+	return append(s, q, SCRIPT_PROMOTE, tenant, shard, "jdhrtc", topic, 3,
 	    args, NULL);
 }
 
@@ -700,7 +703,7 @@ sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
 }
 
 int
-sched_st_reserve_append(struct sched *s, redisContext *c, const char *tenant,
+sched_st_reserve_append(struct sched *s, struct sched_pipe *q, const char *tenant,
     int shard, const char *topic, int n, int64_t ttr_ms)
 {
 	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
@@ -716,7 +719,7 @@ sched_st_reserve_append(struct sched *s, redisContext *c, const char *tenant,
 	args[4] = "0";
 	sched_tag(tag, tenant, shard);
 	args[5] = tag;
-	return append(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6,
+	return append(s, q, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6,
 	    args, NULL);
 }
 
@@ -822,7 +825,7 @@ sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
 }
 
 int
-sched_st_finish_append(struct sched *s, redisContext *c,
+sched_st_finish_append(struct sched *s, struct sched_pipe *q,
     const struct sched_job *job, const char *token, enum sched_verdict_x v,
     int64_t next_ms, const struct sched_attempt *attempt)
 {
@@ -831,7 +834,7 @@ sched_st_finish_append(struct sched *s, redisContext *c,
 
 	if (finish_args(s, &fa, job, token, v, next_ms, attempt, 0) == -1)
 		return -1;
-	rc = append(s, c, SCRIPT_FINISH, job->tenant, job->shard,
+	rc = append(s, q, SCRIPT_FINISH, job->tenant, job->shard,
 	    "jfdhxzcbart", job->topic, 8, fa.args, fa.lens);
 	buf_free(&fa.att);
 	return rc;

@@ -231,8 +231,8 @@ sched_sub_main(void *arg)
 	int64_t backoff = SUB_BACKOFF_MIN;
 
 	while (!sub_stopping(s)) {
-		c = sched_redis_connect(&s->target, s->cfg.redis_timeout_ms,
-		    why, sizeof(why));
+		/* On a cluster, any live master: messages reach them all. */
+		c = sched_pool_connect(s->pool, why, sizeof(why));
 		if (c == NULL) {
 			if (sub_sleep(s, backoff))
 				break;

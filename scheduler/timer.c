@@ -174,8 +174,9 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 
 	sched_key(kf, t->name, shard, "f", NULL);
 	sched_key(kj, t->name, shard, "j", NULL);
-	r = redisCommand(c, "ZRANGEBYSCORE %s -inf %lld LIMIT 0 %d", kf,
-	    (long long)now, s->cfg.batch);
+	r = sched_pool_command(s->pool, c, broken, kf,
+	    "ZRANGEBYSCORE %s -inf %lld LIMIT 0 %d", kf, (long long)now,
+	    s->cfg.batch);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		(void)sched_reply_err(c, r, broken, "ZRANGEBYSCORE");
 		goto out;
@@ -185,20 +186,17 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 
 		if (m->type != REDIS_REPLY_STRING)
 			continue;
-		rec = redisCommand(c, "HGET %s %b", kj, m->str, m->len);
-		if (rec == NULL) {
-			*broken = 1;
+		rec = sched_pool_command(s->pool, c, broken, kj, "HGET %s %b",
+		    kj, m->str, m->len);
+		if (rec == NULL)
 			goto out;
-		}
 		if (rec->type == REDIS_REPLY_NIL) {
 			/* No job: an entry no script would leave; drop it. */
 			freeReplyObject(rec);
-			rec = redisCommand(c, "ZREM %s %b", kf, m->str,
-			    m->len);
-			if (rec == NULL) {
-				*broken = 1;
+			rec = sched_pool_command(s->pool, c, broken, kf,
+			    "ZREM %s %b", kf, m->str, m->len);
+			if (rec == NULL)
 				goto out;
-			}
 			freeReplyObject(rec);
 			continue;
 		}
@@ -227,7 +225,8 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 		sched_job_free(job);
 	}
 	freeReplyObject(r);
-	r = redisCommand(c, "ZRANGE %s 0 0 WITHSCORES", kf);
+	r = sched_pool_command(s->pool, c, broken, kf,
+	    "ZRANGE %s 0 0 WITHSCORES", kf);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		(void)sched_reply_err(c, r, broken, "ZRANGE");
 		goto out;
@@ -311,7 +310,8 @@ call_add(struct call *cv, size_t *n, size_t *cap, struct slot *sl,
 
 /* Reads the replies of the calls sent (in order); -1 with *broken. */
 static int
-read_replies(redisContext *c, struct call *cv, size_t n, int *broken)
+read_replies(redisContext *c, struct sched_pipe *q, struct call *cv,
+    size_t n, int *broken)
 {
 	void *rep;
 	size_t i;
@@ -319,7 +319,7 @@ read_replies(redisContext *c, struct call *cv, size_t n, int *broken)
 	for (i = 0; i < n; i++) {
 		if (!cv[i].sent)
 			continue;
-		if (redisGetReply(c, &rep) != REDIS_OK) {
+		if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
 			log_warnx("redis: pipeline: %s", c->errstr);
 			*broken = 1;
 			return -1;
@@ -331,13 +331,14 @@ read_replies(redisContext *c, struct call *cv, size_t n, int *broken)
 
 /* Reads n replies of one command each (ZRANGE, SMEMBERS) into rv. */
 static int
-read_n(redisContext *c, redisReply **rv, size_t n, int *broken)
+read_n(redisContext *c, struct sched_pipe *q, redisReply **rv, size_t n,
+    int *broken)
 {
 	void *rep;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (redisGetReply(c, &rep) != REDIS_OK) {
+		if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
 			log_warnx("redis: pipeline: %s", c->errstr);
 			*broken = 1;
 			return -1;
@@ -408,8 +409,8 @@ push_topic(struct sched *s, const struct slot *sl, const char *topic,
 
 /* Gives each reserve call its part of its topic's room; appends it. */
 static void
-reserve_send(struct sched *s, redisContext *c, struct call *rc, size_t nr,
-    int *budget)
+reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
+    size_t nr, int *budget)
 {
 	struct room *rooms = NULL, *rm;
 	struct slot *sl;
@@ -435,7 +436,7 @@ reserve_send(struct sched *s, redisContext *c, struct call *rc, size_t nr,
 		if (n > s->cfg.batch)
 			n = s->cfg.batch;
 		rm->left -= n;
-		if (sched_st_reserve_append(s, c, sl->t->name, sl->shard,
+		if (sched_st_reserve_append(s, q, sl->t->name, sl->shard,
 		    rc[i].topic, n, rc[i].ttr_ms) == -1) {
 			sl->again = 1;
 			continue;
@@ -465,6 +466,7 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 	char k[SCHED_KEY_MAX];
 	struct call *pc = NULL, *rc = NULL;
 	struct sched_job **jobs;
+	struct sched_pipe *q1, *q2 = NULL;
 	redisReply **rv = NULL, *r;
 	struct slot *sl;
 	size_t i, j, e, np = 0, npc = 0, pcap = 0, nrc = 0, rcap = 0, njobs;
@@ -472,7 +474,8 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 	int moved, m;
 	enum sched_err err;
 
-	/* Round trip 1: heads and ready topics. */
+	/* Round trip 1: heads and ready topics (one per node on a cluster). */
+	q1 = sched_pipe_new(s->pool, c);
 	for (i = 0; i < nsl; i++) {
 		sl = &sv[i];
 		pthread_mutex_lock(&s->lock);
@@ -480,20 +483,20 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 		pthread_mutex_unlock(&s->lock);
 		if (sl->promote) {
 			sched_key(k, sl->t->name, sl->shard, "h", NULL);
-			redisAppendCommand(c, "ZRANGE %s 0 %d WITHSCORES", k,
-			    HEADS_PER_READ - 1);
+			sched_pipe_append(q1, k, "ZRANGE %s 0 %d WITHSCORES",
+			    k, HEADS_PER_READ - 1);
 			np++;
 		}
 		if (sl->dispatch) {
 			sched_key(k, sl->t->name, sl->shard, "rt", NULL);
-			redisAppendCommand(c, "SMEMBERS %s", k);
+			sched_pipe_append(q1, k, "SMEMBERS %s", k);
 			np++;
 		}
 	}
 	if (np == 0)
-		return;
+		goto out;
 	rv = xcalloc(np, sizeof(*rv));
-	if (read_n(c, rv, np, broken) == -1)
+	if (read_n(c, q1, rv, np, broken) == -1)
 		goto out;
 	for (i = 0, j = 0; i < nsl; i++) {
 		sl = &sv[i];
@@ -543,6 +546,7 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 	}
 
 	/* Round trip 2: every promote, then every reserve. */
+	q2 = sched_pipe_new(s->pool, c);
 	for (i = 0; i < npc; i++) {
 		if (pc[i].sl->failed)
 			continue;
@@ -550,15 +554,15 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 			*more = 1;
 			break;
 		}
-		if (sched_st_promote_append(s, c, pc[i].sl->t->name,
+		if (sched_st_promote_append(s, q2, pc[i].sl->t->name,
 		    pc[i].sl->shard, pc[i].topic) == -1)
 			continue;
 		pc[i].sent = 1;
 		(*budget)--;
 	}
-	reserve_send(s, c, rc, nrc, budget);
-	if (read_replies(c, pc, npc, broken) == -1 ||
-	    read_replies(c, rc, nrc, broken) == -1)
+	reserve_send(s, q2, rc, nrc, budget);
+	if (read_replies(c, q2, pc, npc, broken) == -1 ||
+	    read_replies(c, q2, rc, nrc, broken) == -1)
 		goto out;
 	for (i = 0; i < npc; i++) {
 		if (!pc[i].sent)
@@ -630,6 +634,8 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 		*more |= sl->again;
 	}
 out:
+	sched_pipe_free(q1);
+	sched_pipe_free(q2);
 	if (rv != NULL)
 		replies_free(rv, np);
 	calls_free(pc, npc);
@@ -720,7 +726,8 @@ learn_tenants(struct sched *s, redisContext *c, int *broken)
 	redisReply *r;
 	size_t i;
 
-	r = redisCommand(c, "SMEMBERS rd:tenants");
+	r = sched_pool_command(s->pool, c, broken, "rd:tenants",
+	    "SMEMBERS rd:tenants");
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		(void)sched_reply_err(c, r, broken, "SMEMBERS");
 	} else {
@@ -794,6 +801,7 @@ sweep(struct sched *s, redisContext *c, int *broken)
 	char k[SCHED_KEY_MAX];
 	uint32_t *gens;
 	unsigned char *purge;
+	struct sched_pipe *q;
 	redisReply *r[4];
 	void *rep;
 	size_t nt, i, sent = 0, at;
@@ -815,19 +823,20 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			gens[i * (size_t)s->cfg.shards + (size_t)shard] =
 			    tv[i]->gen[shard];
 	pthread_mutex_unlock(&s->lock);
+	q = sched_pipe_new(s->pool, c);
 	for (i = 0; i < nt; i++)
 		for (shard = 0; shard < s->cfg.shards; shard++) {
 			if (!owned(s, shard))
 				continue;
 			t = tv[i];
 			sched_key(k, t->name, shard, "h", NULL);
-			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
+			sched_pipe_append(q, k, "ZRANGE %s 0 0 WITHSCORES", k);
 			sched_key(k, t->name, shard, "f", NULL);
-			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
+			sched_pipe_append(q, k, "ZRANGE %s 0 0 WITHSCORES", k);
 			sched_key(k, t->name, shard, "rt", NULL);
-			redisAppendCommand(c, "SCARD %s", k);
+			sched_pipe_append(q, k, "SCARD %s", k);
 			sched_key(k, t->name, shard, "z", NULL);
-			redisAppendCommand(c, "ZRANGE %s 0 0 WITHSCORES", k);
+			sched_pipe_append(q, k, "ZRANGE %s 0 0 WITHSCORES", k);
 			sent++;
 		}
 	for (i = 0; i < nt && sent > 0; i++)
@@ -837,7 +846,7 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			t = tv[i];
 			at = i * (size_t)s->cfg.shards + (size_t)shard;
 			for (j = 0; j < 4; j++) {
-				if (redisGetReply(c, &rep) != REDIS_OK) {
+				if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
 					*broken = 1;
 					while (--j >= 0)
 						freeReplyObject(r[j]);
@@ -886,6 +895,7 @@ sweep(struct sched *s, redisContext *c, int *broken)
 			} while (more && ++calls < PURGE_CALLS);
 		}
 out:
+	sched_pipe_free(q);
 	free(purge);
 	free(gens);
 	free(tv);
@@ -977,8 +987,7 @@ timer_connect(struct sched *s, int *refused)
 	int broken = 0;
 
 	*refused = 0;
-	c = sched_redis_connect(&s->target, s->cfg.redis_timeout_ms, why,
-	    sizeof(why));
+	c = sched_pool_connect(s->pool, why, sizeof(why));
 	if (c == NULL) {
 		snprintf(msg, sizeof(msg), "redis unreachable: %s", why);
 		set_state(s, 0, msg);

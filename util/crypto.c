@@ -409,6 +409,22 @@ crc32_update(uint32_t crc, const void *p, size_t n)
 	return ~crc;
 }
 
+uint16_t
+crc16_xmodem(const void *p, size_t n)
+{
+	const uint8_t *q = p;
+	uint16_t crc = 0;
+	int b;
+
+	while (n-- > 0) {
+		crc ^= (uint16_t)(*q++ << 8);
+		for (b = 0; b < 8; b++)
+			crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 :
+			    crc << 1);
+	}
+	return crc;
+}
+
 /* ---- hex, random bytes, constant-time compare --------------------------- */
 
 void

@@ -1,7 +1,8 @@
 /*
  * crypto.h - SHA-256 (FIPS 180-4), HMAC-SHA256 (RFC 2104), base64
- * (RFC 4648, standard and url-safe alphabets) and CRC32 (IEEE 802.3,
- * the zlib polynomial), written for this project so that signing webhooks and
+ * (RFC 4648, standard and url-safe alphabets), CRC32 (IEEE 802.3,
+ * the zlib polynomial) and CRC16 (CCITT XMODEM, Redis Cluster's key slots),
+ * written for this project so that signing webhooks and
  * hashing API keys need no extra library.  Pure functions, no allocation.
  */
 #ifndef RETRYD_UTIL_CRYPTO_H
@@ -44,6 +45,9 @@ ssize_t	base64_decode(const char *in, size_t n, uint8_t *out, size_t outlen);
 
 /* crc32(0, p, n) starts a checksum; pass the result back in to continue. */
 uint32_t crc32_update(uint32_t crc, const void *p, size_t n);
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0) of n bytes. */
+uint16_t crc16_xmodem(const void *p, size_t n);
 
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void	hex_encode(const void *in, size_t n, char *out);

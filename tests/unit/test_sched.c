@@ -1111,6 +1111,75 @@ test_redis_lost(void **state)
 	freeReplyObject(r);
 }
 
+/* Slots as CLUSTER KEYSLOT of Redis 7 answers them. */
+static void
+test_cluster_slot(void **state)
+{
+	static const struct {
+		const char	*key;
+		int		 slot;
+	} rows[] = {
+		{ "somekey", 11058 },
+		{ "foo{hash_tag}", 2515 },
+		{ "foo", 12182 },
+		{ "foo{}{bar}", 8363 },		/* empty tag: the whole key */
+		{ "foo{{bar}}zap", 4015 },	/* the tag is "{bar" */
+		{ "foo{bar}{zap}", 5061 },	/* the first tag only */
+		{ "rd:{acme:7}:j", 4499 },
+		{ "{", 4092 },
+		{ "a{b", 13340 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		assert_int_equal(sched_key_slot(rows[i].key,
+		    strlen(rows[i].key)), rows[i].slot);
+	/* Every key of a shard is on its tag's slot. */
+	assert_int_equal(sched_key_slot("rd:{acme:7}:d:orders", 20),
+	    sched_key_slot("acme:7", 6));
+}
+
+static void
+test_cluster_redirect(void **state)
+{
+	static const struct {
+		const char	*err;
+		int		 ok, ask, slot, port;
+		const char	*host;
+	} rows[] = {
+		{ "MOVED 3999 127.0.0.1:6381", 1, 0, 3999, 6381, "127.0.0.1" },
+		{ "ASK 0 10.0.0.2:7000", 1, 1, 0, 7000, "10.0.0.2" },
+		{ "MOVED 16383 ::1:7001", 1, 0, 16383, 7001, "::1" },
+		{ "MOVED 16384 h:1", 0, 0, 0, 0, NULL },	/* no such slot */
+		{ "MOVED 12 h:0", 0, 0, 0, 0, NULL },
+		{ "MOVED 12 h:70000", 0, 0, 0, 0, NULL },
+		{ "MOVED 12 :7000", 0, 0, 0, 0, NULL },
+		{ "MOVED 12 h", 0, 0, 0, 0, NULL },
+		{ "MOVED -1 h:1", 0, 0, 0, 0, NULL },
+		{ "MOVED x h:1", 0, 0, 0, 0, NULL },
+		{ "MOVED 12", 0, 0, 0, 0, NULL },
+		{ "ASKING", 0, 0, 0, 0, NULL },
+		{ "NOSCRIPT No matching script", 0, 0, 0, 0, NULL },
+		{ "CLUSTERDOWN The cluster is down", 0, 0, 0, 0, NULL },
+	};
+	struct sched_redirect rd;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		memset(&rd, 0, sizeof(rd));
+		assert_int_equal(sched_redirect_parse(rows[i].err,
+		    strlen(rows[i].err), &rd), rows[i].ok);
+		if (!rows[i].ok)
+			continue;
+		assert_int_equal(rd.ask, rows[i].ask);
+		assert_int_equal(rd.slot, rows[i].slot);
+		assert_int_equal(rd.port, rows[i].port);
+		assert_string_equal(rd.host, rows[i].host);
+	}
+}
+
 static void
 test_conn_url(void **state)
 {
@@ -1314,6 +1383,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_url),
+		cmocka_unit_test(test_cluster_slot),
+		cmocka_unit_test(test_cluster_redirect),
 		/* Real time first: the fake clock cannot be turned off. */
 		cmocka_unit_test_setup_teardown(test_on_time, msetup,
 		    mteardown),

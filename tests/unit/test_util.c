@@ -540,6 +540,16 @@ test_base64_sizes(void **state)
 
 /* ---- CRC32, hex, random, compare ---------------------------------------- */
 
+/* The check value of the Redis Cluster specification. */
+static void
+test_crc16(void **state)
+{
+	(void)state;
+	assert_int_equal(crc16_xmodem("123456789", 9), 0x31C3);
+	assert_int_equal(crc16_xmodem("", 0), 0);
+	assert_int_equal(crc16_xmodem("foo", 3) % 16384, 12182);
+}
+
 static void
 test_crc32(void **state)
 {
@@ -874,6 +884,7 @@ main(void)
 		cmocka_unit_test(test_base64_urlsafe),
 		cmocka_unit_test(test_base64_bad_input),
 		cmocka_unit_test(test_base64_sizes),
+		cmocka_unit_test(test_crc16),
 		cmocka_unit_test(test_crc32),
 		cmocka_unit_test(test_hex_encode),
 		cmocka_unit_test(test_random_bytes),
