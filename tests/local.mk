@@ -21,3 +21,5 @@ EXTRA_DIST += tests/bb/test_journal_lib.py \
 	tests/bb/test_journal_crash.py tests/bb/test_journal_outage.py
 TESTS += tests/bb/test_cluster.py
 EXTRA_DIST += tests/bb/test_cluster.py
+TESTS += tests/bb/test_cluster3.py
+EXTRA_DIST += tests/bb/test_cluster3.py
