@@ -561,6 +561,11 @@ discover(struct sched_pool *p)
 	if (r != NULL && r->type == REDIS_REPLY_STRING) {
 		ok = 1;
 		cluster = strstr(r->str, "cluster_enabled:1") != NULL;
+	} else if (r != NULL) {
+		/* INFO refused (an ACL): a single Redis, as before. */
+		log_warnx("redis: INFO cluster: %s; taken for a single Redis",
+		    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+		ok = 1;
 	}
 	if (r != NULL)
 		freeReplyObject(r);
