@@ -1087,8 +1087,8 @@ many_replies(struct sched_pipe *q, struct sched_report_item *v,
 
 /* Checks each record read and appends its finish; step M_FINISH. */
 static void
-many_finish(struct sched *s, redisContext *c, struct sched_pipe *q,
-    struct sched_report_item *v, struct many *m, size_t n, int *broken)
+many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
+    struct many *m, size_t n, int *broken)
 {
 	char idk[SCHED_IDKEY_MAX];
 	redisReply *r;
@@ -1125,26 +1125,136 @@ many_finish(struct sched *s, redisContext *c, struct sched_pipe *q,
 				m[i].att = attempt_or(v[i].attempt,
 				    &v[i].outcome, now, &m[i].synth);
 			}
-			if (sched_st_finish_append(s, q, m[i].job,
-			    v[i].token, m[i].v, m[i].d.next_ms,
-			    m[i].att) == 0)
-				m[i].step = M_FINISH;
-			else
-				m[i].step = M_SLOW;
+			m[i].step = M_FINISH;
 		}
 		freeReplyObject(r);
+	}
+}
+
+/* One finish call of a batch: its items, of one tenant, shard and topic. */
+struct many_call {
+	size_t	*idx;
+	size_t	 n;
+	int	 sent;
+};
+
+static int
+same_call(const struct sched_job *a, const struct sched_job *b)
+{
+	return a->shard == b->shard && strcmp(a->tenant, b->tenant) == 0 &&
+	    strcmp(a->topic, b->topic) == 0;
+}
+
+/*
+ * Groups the items at M_FINISH into one finish call per tenant, shard and
+ * topic and appends the calls (an item whose call cannot be appended goes
+ * M_SLOW).  Returns the number of calls in mc (n of them at most).
+ */
+static size_t
+many_calls(struct sched *s, struct sched_pipe *q, struct sched_report_item *v,
+    struct many *m, size_t n, struct many_call *mc)
+{
+	struct sched_fin *f = xcalloc(n, sizeof(*f));
+	char *taken = xcalloc(n, 1);
+	size_t nc = 0, i, j, k;
+
+	for (i = 0; i < n; i++) {
+		if (m[i].step != M_FINISH || taken[i])
+			continue;
+		mc[nc].idx = xcalloc(n - i, sizeof(*mc[nc].idx));
+		for (j = i; j < n; j++) {
+			if (m[j].step != M_FINISH || taken[j] ||
+			    !same_call(m[i].job, m[j].job))
+				continue;
+			taken[j] = 1;
+			k = mc[nc].n++;
+			mc[nc].idx[k] = j;
+			f[k].job = m[j].job;
+			f[k].token = v[j].token;
+			f[k].v = m[j].v;
+			f[k].next_ms = m[j].d.next_ms;
+			f[k].attempt = m[j].att;
+		}
+		if (sched_st_finish_many_append(s, q, f, mc[nc].n) == 0)
+			mc[nc].sent = 1;
+		else
+			for (k = 0; k < mc[nc].n; k++)
+				m[mc[nc].idx[k]].step = M_SLOW;
+		nc++;
+	}
+	free(taken);
+	free(f);
+	return nc;
+}
+
+/* Item i's finish was applied (or refused with err). */
+static void
+many_applied(struct sched *s, struct sched_report_item *v, struct many *m,
+    size_t i, enum sched_err err, enum sched_state to, int *wake)
+{
+	m[i].step = M_DONE;
+	if ((v[i].err = err) != SCHED_OK)
+		return;
+	if (v[i].release) {
+		m[i].job->state = to;
+		m[i].job->token[0] = '\0';
+		sched_transition(s, m[i].job, SCHED_IN_FLIGHT, to, NULL);
+	} else {
+		v[i].decision = m[i].d;
+		applied(s, m[i].job, &v[i].outcome, &m[i].d, m[i].v, to,
+		    m[i].att);
+	}
+	if (!*wake && is_push(s, m[i].job))
+		*wake = 1;
+}
+
+/* Reads the replies of the calls sent and applies them to their items. */
+static void
+many_results(struct sched *s, redisContext *c, struct sched_pipe *q,
+    struct sched_report_item *v, struct many *m, struct many_call *mc,
+    size_t nc, int *broken, int *wake)
+{
+	enum sched_state *to;
+	enum sched_err *errs, e;
+	void *rep;
+	size_t g, k, i;
+
+	for (g = 0; g < nc; g++) {
+		if (!mc[g].sent || *broken)
+			continue;	/* M_FINISH: unavailable, below */
+		if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
+			*broken = 1;
+			continue;
+		}
+		errs = xcalloc(mc[g].n, sizeof(*errs));
+		to = xcalloc(mc[g].n, sizeof(*to));
+		e = sched_st_finish_many_reply(c, rep, mc[g].n, errs, to,
+		    broken);
+		for (k = 0; k < mc[g].n; k++) {
+			i = mc[g].idx[k];
+			if (e == SCHED_ENOTFOUND)
+				m[i].step = M_SLOW;	/* NOSCRIPT */
+			else if (e != SCHED_OK) {
+				m[i].step = M_DONE;
+				v[i].err = e;
+			} else
+				many_applied(s, v, m, i, errs[k], to[k],
+				    wake);
+		}
+		free(errs);
+		free(to);
 	}
 }
 
 void
 sched_report_many(struct sched *s, struct sched_report_item *v, size_t n)
 {
+	struct many_call *mc = NULL;
 	struct many *m;
 	redisContext *c;
 	struct sched_pipe *q1, *q2;
-	enum sched_state to;
 	enum sched_err e;
-	size_t i;
+	size_t i, nc = 0;
 	int broken = 0, wake = 0;
 
 	if (n == 0)
@@ -1169,34 +1279,14 @@ sched_report_many(struct sched *s, struct sched_report_item *v, size_t n)
 	q1 = sched_pipe_new(s->pool, c);
 	q2 = sched_pipe_new(s->pool, c);
 	many_read(s, q1, v, m, n);
-	if (many_replies(q1, v, m, n, M_READ, &broken) == 0)
-		many_finish(s, c, q2, v, m, n, &broken);
-	if (!broken)
-		(void)many_replies(q2, v, m, n, M_FINISH, &broken);
+	if (many_replies(q1, v, m, n, M_READ, &broken) == 0) {
+		many_finish(s, c, v, m, n, &broken);
+		mc = xcalloc(n, sizeof(*mc));
+		nc = many_calls(s, q2, v, m, n, mc);
+		many_results(s, c, q2, v, m, mc, nc, &broken, &wake);
+	}
 	sched_pipe_free(q1);
 	sched_pipe_free(q2);
-	for (i = 0; i < n; i++) {
-		if (m[i].step != M_FINISH || m[i].r == NULL)
-			continue;
-		e = sched_st_finish_reply(s, c, m[i].r, m[i].job, v[i].token,
-		    m[i].v, m[i].d.next_ms, m[i].att, &to, &broken);
-		m[i].r = NULL;
-		m[i].step = M_DONE;
-		if ((v[i].err = e) != SCHED_OK)
-			continue;
-		if (v[i].release) {
-			m[i].job->state = to;
-			m[i].job->token[0] = '\0';
-			sched_transition(s, m[i].job, SCHED_IN_FLIGHT, to,
-			    NULL);
-		} else {
-			v[i].decision = m[i].d;
-			applied(s, m[i].job, &v[i].outcome, &m[i].d, m[i].v,
-			    to, m[i].att);
-		}
-		if (!wake && is_push(s, m[i].job))
-			wake = 1;
-	}
 	for (i = 0; i < n && broken; i++)
 		if (m[i].step == M_READ || m[i].step == M_FINISH)
 			v[i].err = SCHED_EUNAVAIL;	/* the link broke */
@@ -1221,6 +1311,9 @@ out:
 		if (m[i].r != NULL)
 			freeReplyObject(m[i].r);
 	}
+	for (i = 0; i < nc; i++)
+		free(mc[i].idx);
+	free(mc);
 	free(m);
 }
 

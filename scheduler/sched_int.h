@@ -232,15 +232,26 @@ enum sched_err sched_st_finish(struct sched *s, redisContext *c,
 	    enum sched_verdict_x v, int64_t next_ms,
 	    const struct sched_attempt *attempt, int expire_only,
 	    enum sched_state *to, int *broken);
-/* Pipelined finish (not an expiry), as sched_st_finish. */
-int	sched_st_finish_append(struct sched *s, struct sched_pipe *q,
-	    const struct sched_job *job, const char *token,
-	    enum sched_verdict_x v, int64_t next_ms,
-	    const struct sched_attempt *attempt);
-enum sched_err sched_st_finish_reply(struct sched *s, redisContext *c,
-	    redisReply *r, const struct sched_job *job, const char *token,
-	    enum sched_verdict_x v, int64_t next_ms,
-	    const struct sched_attempt *attempt, enum sched_state *to,
+/* One job's finish in a pipelined call (not an expiry). */
+struct sched_fin {
+	const struct sched_job		*job;
+	const char			*token;
+	enum sched_verdict_x		 v;
+	int64_t				 next_ms;
+	const struct sched_attempt	*attempt;
+};
+/*
+ * Appends one finish call for n jobs of one tenant, shard and topic: 0, or
+ * -1 when nothing was appended.
+ */
+int	sched_st_finish_many_append(struct sched *s, struct sched_pipe *q,
+	    const struct sched_fin *f, size_t n);
+/*
+ * Its reply (freed): SCHED_OK and errs[i], to[i] for each job; else
+ * nothing was applied (SCHED_ENOTFOUND: NOSCRIPT, run them again).
+ */
+enum sched_err sched_st_finish_many_reply(redisContext *c, redisReply *r,
+	    size_t n, enum sched_err *errs, enum sched_state *to,
 	    int *broken);
 enum sched_err sched_st_restore(struct sched *s, redisContext *c,
 	    const struct sched_job *job, const char *rec, size_t reclen,

@@ -740,7 +740,10 @@ sched_st_reserve_reply(struct sched *s, redisContext *c, redisReply *r,
 	return reserve_parse(r, tenant, shard, jobs, njobs);
 }
 
-/* The arguments of finish.lua (att.data until buf_free(&att)). */
+/*
+ * The arguments of finish.lua after "now": topic and tag, then 6 per job
+ * (att.data until buf_free(&att)).
+ */
 struct finish_args {
 	char		 idk[SCHED_IDKEY_MAX], next[24], tag[SCHED_KEY_MAX];
 	const char	*args[8];
@@ -767,40 +770,37 @@ finish_args(struct sched *s, struct finish_args *fa,
 		sched_attempt_encode(attempt, sched_now_ms(s), &fa->att);
 	lld(fa->next, next_ms);
 	sched_tag(fa->tag, job->tenant, job->shard);
-	fa->args[0] = fa->idk;
-	fa->args[1] = job->topic;
-	fa->args[2] = token;
-	fa->args[3] = verdicts[v];
-	fa->args[4] = fa->next;
-	fa->args[5] = fa->att.data != NULL ? fa->att.data : "";
-	fa->args[6] = expire_only ? "1" : "0";
-	fa->args[7] = fa->tag;
+	fa->args[0] = job->topic;
+	fa->args[1] = fa->tag;
+	fa->args[2] = fa->idk;
+	fa->args[3] = token;
+	fa->args[4] = verdicts[v];
+	fa->args[5] = fa->next;
+	fa->args[6] = fa->att.data != NULL ? fa->att.data : "";
+	fa->args[7] = expire_only ? "1" : "0";
 	for (i = 0; i < 8; i++)
 		fa->lens[i] = strlen(fa->args[i]);
-	fa->lens[0] = idklen;
-	fa->lens[5] = fa->att.len;
+	fa->lens[2] = idklen;
+	fa->lens[6] = fa->att.len;
 	return 0;
 }
 
-/* The reply of finish (freed here). */
+/* Element i of finish's reply (one job's three): its error and state. */
 static enum sched_err
-finish_parse(redisReply *r, enum sched_state *to)
+finish_el(const redisReply *r, size_t i, enum sched_state *to)
 {
-	enum sched_err e = SCHED_OK;
 	long long code, st;
 
-	if (el_int(r, 0, &code) == -1)
-		e = SCHED_EINTERNAL;
-	else if (code == SCHED_R_NOTYET)
-		e = SCHED_ECONFLICT;
-	else if (code != SCHED_R_OK)
-		e = code_err(code);
-	else if (el_int(r, 1, &st) == -1)
-		e = SCHED_EINTERNAL;
-	else
-		*to = (enum sched_state)st;
-	freeReplyObject(r);
-	return e;
+	if (el_int(r, 3 * i, &code) == -1)
+		return SCHED_EINTERNAL;
+	if (code == SCHED_R_NOTYET)
+		return SCHED_ECONFLICT;
+	if (code != SCHED_R_OK)
+		return code_err(code);
+	if (el_int(r, 3 * i + 1, &st) == -1)
+		return SCHED_EINTERNAL;
+	*to = (enum sched_state)st;
+	return SCHED_OK;
 }
 
 enum sched_err
@@ -821,39 +821,70 @@ sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
 	buf_free(&fa.att);
 	if (e != SCHED_OK)
 		return e;
-	return finish_parse(r, to);
+	e = finish_el(r, 0, to);
+	freeReplyObject(r);
+	return e;
 }
 
 int
-sched_st_finish_append(struct sched *s, struct sched_pipe *q,
-    const struct sched_job *job, const char *token, enum sched_verdict_x v,
-    int64_t next_ms, const struct sched_attempt *attempt)
+sched_st_finish_many_append(struct sched *s, struct sched_pipe *q,
+    const struct sched_fin *f, size_t n)
 {
-	struct finish_args fa;
-	int rc;
+	struct finish_args *fa;
+	const char **args;
+	size_t *lens, i, k;
+	int rc = -1;
 
-	if (finish_args(s, &fa, job, token, v, next_ms, attempt, 0) == -1)
+	if (n == 0)
 		return -1;
-	rc = append(s, q, SCRIPT_FINISH, job->tenant, job->shard,
-	    "jfdhxzcbart", job->topic, 8, fa.args, fa.lens);
-	buf_free(&fa.att);
+	fa = xcalloc(n, sizeof(*fa));
+	args = xcalloc(2 + 6 * n, sizeof(*args));
+	lens = xcalloc(2 + 6 * n, sizeof(*lens));
+	for (i = 0; i < n; i++) {
+		if (finish_args(s, &fa[i], f[i].job, f[i].token, f[i].v,
+		    f[i].next_ms, f[i].attempt, 0) == -1) {
+			n = i;
+			goto out;
+		}
+		for (k = 0; k < 6; k++) {
+			args[2 + 6 * i + k] = fa[i].args[2 + k];
+			lens[2 + 6 * i + k] = fa[i].lens[2 + k];
+		}
+	}
+	for (k = 0; k < 2; k++) {
+		args[k] = fa[0].args[k];
+		lens[k] = fa[0].lens[k];
+	}
+	rc = append(s, q, SCRIPT_FINISH, f[0].job->tenant, f[0].job->shard,
+	    "jfdhxzcbart", f[0].job->topic, (int)(2 + 6 * n), args, lens);
+out:
+	for (i = 0; i < n; i++)
+		buf_free(&fa[i].att);
+	free(fa);
+	free(args);
+	free(lens);
 	return rc;
 }
 
 enum sched_err
-sched_st_finish_reply(struct sched *s, redisContext *c, redisReply *r,
-    const struct sched_job *job, const char *token, enum sched_verdict_x v,
-    int64_t next_ms, const struct sched_attempt *attempt,
-    enum sched_state *to, int *broken)
+sched_st_finish_many_reply(redisContext *c, redisReply *r, size_t n,
+    enum sched_err *errs, enum sched_state *to, int *broken)
 {
 	enum sched_err e;
+	size_t i;
 
 	if (noscript(r))
-		return sched_st_finish(s, c, job, token, v, next_ms, attempt,
-		    0, to, broken);
+		return SCHED_ENOTFOUND;
 	if ((e = reply_ok(c, r, broken, SCRIPT_FINISH)) != SCHED_OK)
 		return e;
-	return finish_parse(r, to);
+	if (r->elements != 3 * n) {
+		freeReplyObject(r);
+		return SCHED_EINTERNAL;
+	}
+	for (i = 0; i < n; i++)
+		errs[i] = finish_el(r, i, &to[i]);
+	freeReplyObject(r);
+	return SCHED_OK;
 }
 
 enum sched_err

@@ -1,63 +1,172 @@
--- finish.lua - apply the outcome of an attempt to a job in flight: done,
--- retry at a time, dead, or release (back to ready, no attempt counted).
--- Fenced: refused unless the token is the current reservation's, so a late
--- ack cannot finish a job that was redelivered, and an expiry and an ack
--- racing for one reservation apply exactly once.
+-- finish.lua - apply the outcomes of attempts to jobs in flight of one
+-- topic of one shard: done, retry at a time, dead, or release (back to
+-- ready, no attempt counted).  Fenced: refused unless the token is the
+-- current reservation's, so a late ack cannot finish a job that was
+-- redelivered, and an expiry and an ack racing for one reservation apply
+-- exactly once.  Several jobs per call (the reporter's batches): the pool,
+-- the attempt logs and the sets are each read or written by one command for
+-- the call and the counts once, and each record is edited in place (state,
+-- flags, attempts, due time; the reservation cut out) instead of being
+-- decoded and encoded whole with its body.
 -- KEYS: 1 pool, 2 in flight, 3 delays of the topic, 4 heads, 5 dead of the
 --       topic, 6 finished, 7 counts, 8 bizkeys, 9 attempt logs,
 --       10 ready of the topic, 11 ready topics
--- ARGV: 1 now, 2 id key, 3 topic, 4 token, 5 verdict (done retry dead
---       release), 6 next attempt (retry), 7 packed attempt or "",
---       8 "1": only if the deadline has passed (expiry), 9 tag
--- Returns {0, new state, record head}, {-2} no such job, {-3} not of that
--- topic, {-4, state} stale token, {-5} deadline not reached.
+-- ARGV: 1 now, 2 topic, 3 tag, then per job 6: id key, token, verdict
+--       (done retry dead release), next attempt (retry), packed attempt or
+--       "", "1": only if the deadline has passed (expiry)
+-- Returns per job, in order, three elements: {0, new state, record head},
+-- {-2, 0, ""} no such job, {-3, 0, ""} not of that topic, {-4, state, ""}
+-- stale token, {-5, 0, ""} deadline not reached.
 local now = now_ms()
-local idk, topic, token, verdict = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local rec = redis.call('HGET', KEYS[1], idk)
-if not rec then
-	return {-2}
+local topic, tag = ARGV[2], ARGV[3]
+local n = (#ARGV - 3) / 6
+local ids, logged = {}, {}
+for k = 1, n do
+	ids[k] = ARGV[3 + (k - 1) * 6 + 1]
 end
-local j = dec(rec)
-if j.topic ~= topic then
-	return {-3}
+local recs = redis.call('HMGET', KEYS[1], unpack(ids))
+local out, seen = {}, {}
+local hset, fdel, zdone, zdead, zdelay, zready = {}, {}, {}, {}, {}, {}
+local logs, lids = {}, {}
+local cnt = {0, 0, 0, 0, 0, 0, 0}	-- count deltas by state + 1
+local first_retry = nil
+local function res(code, st, head)
+	out[#out + 1] = code
+	out[#out + 1] = st
+	out[#out + 1] = head
 end
-if j.state ~= S_IN_FLIGHT or j.tok ~= token then
-	return {-4, j.state}
-end
-if ARGV[8] == '1' then
-	local dl = redis.call('ZSCORE', KEYS[2], idk)
-	if dl and tonumber(dl) > now then
-		return {-5}
+for k = 1, n do
+	local b = 3 + (k - 1) * 6
+	local idk, token, verdict = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+	local rec = seen[idk] or recs[k]
+	if not rec then
+		res(-2, 0, '')
+	else
+		local st, flags, due, tl = struct.unpack('>BBI6B', rec)
+		local p, _, attp = tail_at(rec)
+		local dl = nil
+		if ARGV[b + 6] == '1' then
+			dl = redis.call('ZSCORE', KEYS[2], idk)
+		end
+		if string.sub(rec, 10, 9 + tl) ~= topic then
+			res(-3, 0, '')
+		elseif st ~= S_IN_FLIGHT or not has(flags, F_RES) or
+		    string.sub(rec, p, p + 21) ~= token then
+			res(-4, st, '')
+		elseif dl and tonumber(dl) > now then
+			res(-5, 0, '')
+		else
+			local att, to = 0, S_READY
+			if attp then
+				att = struct.unpack('>I2', rec, attp)
+			end
+			if verdict ~= 'release' then
+				att = att + 1
+			end
+			if verdict == 'done' then
+				to = S_DELIVERED
+			elseif verdict == 'retry' then
+				to = S_RETRYING
+				due = tonumber(ARGV[b + 4])
+			elseif verdict == 'dead' then
+				to = S_DEAD
+			end
+			-- The new record: head fields, attempts, rest, body.
+			local a = ''
+			if att ~= 0 then
+				a = struct.pack('>I2', math.min(att, 65535))
+			end
+			local ap = attp
+			if not ap then
+				ap = 10 + tl
+				if has(flags, F_PRI) then ap = ap + 2 end
+			end
+			local rest = attp and attp + 2 or ap
+			flags = flags - F_RES
+			if a ~= '' then
+				flags = bit.bor(flags, F_ATT)
+			end
+			local head = string.char(to, flags) ..
+			    struct.pack('>I6', due) .. string.sub(rec, 9, ap - 1) ..
+			    a .. string.sub(rec, rest, p - 1)
+			local nrec = head .. string.sub(rec, p + 28)
+			seen[idk] = nrec
+			hset[#hset + 1] = idk
+			hset[#hset + 1] = nrec
+			fdel[#fdel + 1] = idk
+			cnt[S_IN_FLIGHT + 1] = cnt[S_IN_FLIGHT + 1] - 1
+			cnt[to + 1] = cnt[to + 1] + 1
+			if to == S_DELIVERED or to == S_DEAD then
+				if has(flags, F_BIZ) then
+					unindex(KEYS[8], dec(nrec), idk)
+				end
+				local z = to == S_DELIVERED and zdone or zdead
+				z[#z + 1] = n2s(now)
+				z[#z + 1] = idk
+			elseif to == S_RETRYING then
+				zdelay[#zdelay + 1] = n2s(due)
+				zdelay[#zdelay + 1] = idk
+				if not first_retry or due < first_retry then
+					first_retry = due
+				end
+			else
+				local pri = 0
+				if has(flags, F_PRI) then
+					pri = struct.unpack('>i2', nrec, 10 + tl)
+				end
+				zready[#zready + 1] = n2s((1023 - pri) * PRI_SPAN +
+				    due)
+				zready[#zready + 1] = idk
+			end
+			local entry = ARGV[b + 5]
+			if entry ~= '' then
+				if not logs[idk] then
+					lids[#lids + 1] = idk
+					logs[idk] = false
+				end
+				logged[#logged + 1] = {idk, entry}
+			end
+			res(0, to, head)
+		end
 	end
 end
-redis.call('ZREM', KEYS[2], idk)
-j.tok, j.dl = nil, nil
-if verdict ~= 'release' then
-	j.att = j.att + 1
+if #fdel > 0 then
+	redis.call('ZREM', KEYS[2], unpack(fdel))
+	redis.call('HSET', KEYS[1], unpack(hset))
 end
-if verdict == 'done' then
-	j.state = S_DELIVERED
-	redis.call('ZADD', KEYS[6], n2s(now), idk)
-	unindex(KEYS[8], j, idk)
-elseif verdict == 'retry' then
-	j.state = S_RETRYING
-	j.due = tonumber(ARGV[6])
-	redis.call('ZADD', KEYS[3], n2s(j.due), idk)
+if #zdone > 0 then
+	redis.call('ZADD', KEYS[6], unpack(zdone))
+end
+if #zdead > 0 then
+	redis.call('ZADD', KEYS[5], unpack(zdead))
+end
+if #zdelay > 0 then
+	redis.call('ZADD', KEYS[3], unpack(zdelay))
 	fix_head(KEYS[3], KEYS[4], topic)
-	wake_if_first(KEYS[4], topic, j.due, ARGV[9])
-elseif verdict == 'dead' then
-	j.state = S_DEAD
-	redis.call('ZADD', KEYS[5], n2s(now), idk)
-	unindex(KEYS[8], j, idk)
-else
-	j.state = S_READY
-	redis.call('ZADD', KEYS[10], n2s(ready_score(j)), idk)
-	redis.call('SADD', KEYS[11], topic)
-	redis.call('PUBLISH', 'rd:ready', ARGV[9] .. ':' .. topic)
+	wake_if_first(KEYS[4], topic, first_retry, tag)
 end
-rec = enc(j)
-redis.call('HSET', KEYS[1], idk, rec)
-log_attempt(KEYS[9], idk, ARGV[7])
-count(KEYS[7], topic, S_IN_FLIGHT, -1)
-count(KEYS[7], topic, j.state, 1)
-return {0, j.state, head_of(rec, j)}
+if #zready > 0 then
+	redis.call('ZADD', KEYS[10], unpack(zready))
+	redis.call('SADD', KEYS[11], topic)
+	redis.call('PUBLISH', 'rd:ready', tag .. ':' .. topic)
+end
+if #lids > 0 then
+	local old = redis.call('HMGET', KEYS[9], unpack(lids))
+	for i = 1, #lids do
+		logs[lids[i]] = old[i] or ''
+	end
+	for i = 1, #logged do
+		local e = logged[i]
+		logs[e[1]] = log_append(logs[e[1]], e[2])
+	end
+	local ls = {}
+	for i = 1, #lids do
+		ls[#ls + 1] = lids[i]
+		ls[#ls + 1] = logs[lids[i]]
+	end
+	redis.call('HSET', KEYS[9], unpack(ls))
+end
+for st = 0, 6 do
+	count(KEYS[7], topic, st, cnt[st + 1])
+end
+return out

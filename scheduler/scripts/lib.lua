@@ -92,6 +92,23 @@ local function enc(j)
 	    table.concat(t) .. j.body
 end
 
+-- Where the optional fields of a record end (the reservation, if any, or
+-- else the body begins), its time to run (nil: none) and the position of
+-- its attempts (nil: not stored): enough to edit a record in place without
+-- decoding it whole (reserve, finish).
+local function tail_at(rec)
+	local _, f, _, tl = struct.unpack('>BBI6B', rec)
+	local p, att, ttr = 10 + tl, nil, nil
+	if has(f, F_PRI) then p = p + 2 end
+	if has(f, F_ATT) then att = p; p = p + 2 end
+	if has(f, F_CRE) then p = p + 6 end
+	if has(f, F_TTR) then ttr = struct.unpack('>I6', rec, p); p = p + 6 end
+	if has(f, F_BIZ) then p = p + 2 + struct.unpack('>I2', rec, p) end
+	if has(f, F_HDR) then p = p + 4 + struct.unpack('>I4', rec, p) end
+	if has(f, F_SCH) then p = p + 2 + struct.unpack('>I2', rec, p) end
+	return p, ttr, att
+end
+
 -- The record without its body (what transitions are reported with).
 local function head_of(rec, j)
 	return string.sub(rec, 1, #rec - #j.body)
@@ -182,13 +199,11 @@ local function ready_score(j)
 	return (1023 - j.pri) * PRI_SPAN + j.due
 end
 
--- Appends one packed attempt to the job's log, keeping the last LOG_MAX.
+-- A job's log (packed attempts) with entry appended, keeping the last
+-- LOG_MAX.
 -- An entry: I6 at, I2 status, I4 latency, I2 len + error, I2 len + excerpt.
-local function log_attempt(akey, idk, entry)
-	if entry == '' then
-		return
-	end
-	local s = (redis.call('HGET', akey, idk) or '') .. entry
+local function log_append(s, entry)
+	s = s .. entry
 	local offs, p = {}, 1
 	while p <= #s do
 		offs[#offs + 1] = p
@@ -199,7 +214,7 @@ local function log_attempt(akey, idk, entry)
 	if #offs > LOG_MAX then
 		s = string.sub(s, offs[#offs - LOG_MAX + 1])
 	end
-	redis.call('HSET', akey, idk, s)
+	return s
 end
 
 -- Drops the bizkey index entry of a job that finished.

@@ -1,5 +1,8 @@
 -- reserve.lua - take the best ready jobs of a topic (higher priority, then
 -- earlier due) into flight, each with a fencing token and a deadline.
+-- A record is edited in place (state byte, flag, the token and deadline
+-- inserted before the body), never decoded whole, and the pool and the
+-- in-flight set are each read or written by one command for the batch.
 -- KEYS: 1 pool, 2 ready of the topic, 3 ready topics, 4 in flight, 5 counts
 -- ARGV: 1 now, 2 topic, 3 count, 4 token base (18 characters),
 --       5 time to run (ms), 6 "1": a job's own time to run wins,
@@ -13,30 +16,50 @@ local ttr, own = tonumber(ARGV[5]), ARGV[6] == '1'
 local popped = redis.call('ZPOPMIN', KEYS[2], n)
 local out = {0, 0}
 local got, first = 0, nil
-for i = 1, #popped, 2 do
-	local idk = popped[i]
-	local rec = redis.call('HGET', KEYS[1], idk)
-	if rec then
-		local j = dec(rec)
-		local t = ttr
-		if own and j.ttr and j.ttr > 0 then
-			t = j.ttr
+if #popped > 0 then
+	local ids = {}
+	for i = 1, #popped, 2 do
+		ids[#ids + 1] = popped[i]
+	end
+	local recs = redis.call('HMGET', KEYS[1], unpack(ids))
+	local hset, zadd = {}, {}
+	for i = 1, #ids do
+		local rec = recs[i]
+		if rec then
+			local p, jttr = tail_at(rec)
+			local t = ttr
+			if own and jttr and jttr > 0 then
+				t = jttr
+			end
+			got = got + 1
+			local dl = now + t
+			local flags = string.byte(rec, 2)
+			if has(flags, F_RES) then	-- never: ready has none
+				rec = string.sub(rec, 1, p - 1) ..
+				    string.sub(rec, p + 28)
+				flags = flags - F_RES
+			end
+			rec = string.char(S_IN_FLIGHT, flags + F_RES) ..
+			    string.sub(rec, 3, p - 1) ..
+			    base .. string.format('%04x', got) ..
+			    struct.pack('>I6', dl) .. string.sub(rec, p)
+			hset[#hset + 1] = ids[i]
+			hset[#hset + 1] = rec
+			zadd[#zadd + 1] = n2s(dl)
+			zadd[#zadd + 1] = ids[i]
+			out[#out + 1] = ids[i]
+			out[#out + 1] = rec
+			if got == 1 then
+				out[2] = n2s(dl)
+			end
+			if not first or dl < first then
+				first = dl
+			end
 		end
-		got = got + 1
-		j.state = S_IN_FLIGHT
-		j.tok = base .. string.format('%04x', got)
-		j.dl = now + t
-		rec = enc(j)
-		redis.call('HSET', KEYS[1], idk, rec)
-		redis.call('ZADD', KEYS[4], n2s(j.dl), idk)
-		out[#out + 1] = idk
-		out[#out + 1] = rec
-		if got == 1 then
-			out[2] = n2s(j.dl)
-		end
-		if not first or j.dl < first then
-			first = j.dl
-		end
+	end
+	if got > 0 then
+		redis.call('HSET', KEYS[1], unpack(hset))
+		redis.call('ZADD', KEYS[4], unpack(zadd))
 	end
 end
 if redis.call('ZCARD', KEYS[2]) == 0 then

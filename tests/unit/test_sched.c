@@ -30,6 +30,7 @@
 
 #include "scheduler/conn.h"
 #include "scheduler/sched.h"
+#include "scheduler/sched_batch.h"
 #include "tests/unit/test_sched.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -841,6 +842,112 @@ test_push_mode_outcomes(void **state)
 	expect_counts(s, "push", want);
 }
 
+/*
+ * A batch of outcomes: the items of one shard and topic go in one finish
+ * call.  Done, retry, release, a stale token, a pull job's ack among push
+ * ones, and the same reservation twice (the second is stale) all come out
+ * as they would one by one, with the counts and attempt logs.
+ */
+static void
+test_report_many(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 200, -1 };
+	struct schedule_outcome fail = { SCHEDULE_HTTP, 500, -1 };
+	static const enum sched_err errs[] = { SCHED_OK, SCHED_OK, SCHED_OK,
+	    SCHED_ESTALE, SCHED_OK, SCHED_ESTALE };
+	struct sched_report_item v[6];
+	struct sched_attempt at[3];
+	struct sched_job *job[4], *pj, *g;
+	char id[5][ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+	int i;
+
+	for (i = 0; i < 4; i++)
+		push(s, "push", now, i == 2 ? 5 : 0, NULL, id[i]);
+	push(s, "pull", now, 0, NULL, id[4]);
+	kick_wait(s);
+	for (i = 0; i < 4; i++)
+		assert_non_null(job[i] = take_delivery(&f->rec));
+	for (i = 0; i < 4; i++)		/* the one of priority 5 goes back */
+		if (job[i]->priority == 5) {
+			g = job[2];
+			job[2] = job[i];
+			job[i] = g;
+		}
+	pthread_mutex_lock(&f->rec.lock);
+	f->rec.capacity = 0;		/* the released job stays ready */
+	pthread_mutex_unlock(&f->rec.lock);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &pj),
+	    SCHED_OK);
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < 4; i++) {
+		v[i].tenant = T_TENANT;
+		v[i].id = job[i]->id;
+		v[i].token = job[i]->token;
+		v[i].outcome = ok;
+	}
+	memset(at, 0, sizeof(at));
+	for (i = 0; i < 3; i++) {
+		at[i].at_ms = now;
+		at[i].status = i == 1 ? 500 : 200;
+		at[i].latency_ms = 3;
+	}
+	v[0].attempt = &at[0];
+	v[1].attempt = &at[1];
+	v[1].outcome = fail;
+	v[2].release = 1;
+	v[3].token = "AAAAAAAAAAAAAAAAAAAAAA";
+	v[4].tenant = T_TENANT;
+	v[4].id = pj->id;
+	v[4].token = pj->token;
+	v[4].outcome = ok;
+	v[4].attempt = &at[2];
+	v[5] = v[0];
+	sched_report_many(s, v, 6);
+	for (i = 0; i < 6; i++)
+		assert_int_equal(v[i].err, errs[i]);
+	assert_int_equal(v[1].decision.verdict, SCHEDULE_RETRY);
+	assert_int_equal(v[1].decision.next_ms, now + 1000);
+	want[SCHED_DELIVERED] = 1;
+	want[SCHED_RETRYING] = 1;
+	want[SCHED_READY] = 1;
+	want[SCHED_IN_FLIGHT] = 1;
+	expect_counts(s, "push", want);
+	memset(want, 0, sizeof(want));
+	want[SCHED_DELIVERED] = 1;
+	expect_counts(s, "pull", want);
+	static const struct {
+		enum sched_state st;
+		int att, nlog, status;
+	} after[] = {
+		{ SCHED_DELIVERED, 1, 1, 200 }, { SCHED_RETRYING, 1, 1, 500 },
+		{ SCHED_READY, 0, 0, 0 }, { SCHED_IN_FLIGHT, 0, 0, 0 },
+		{ SCHED_DELIVERED, 1, 1, 200 },
+	};
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(sched_get(s, T_TENANT, i < 4 ? job[i]->id :
+		    id[4], &g), SCHED_OK);
+		assert_int_equal(g->state, after[i].st);
+		assert_int_equal(g->attempts, after[i].att);
+		assert_int_equal((int)g->nattempt_log, after[i].nlog);
+		if (after[i].nlog > 0)
+			assert_int_equal(g->attempt_log[0].status,
+			    after[i].status);
+		if (i == 1)
+			assert_int_equal(g->due_ms, now + 1000);
+		if (i == 2)
+			assert_int_equal(g->priority, 5);
+		assert_int_equal(g->body_len, job[i < 4 ? i : 0]->body_len);
+		sched_job_free(g);
+	}
+	for (i = 0; i < 4; i++)
+		sched_job_free(job[i]);
+	sched_job_free(pj);
+}
+
 static void
 test_capacity_and_release(void **state)
 {
@@ -1420,6 +1527,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capacity_and_release,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_report_many, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_retention_purge, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_restore_idempotent,
