@@ -368,6 +368,24 @@ def _():
     assert not bad, bad[:5]
 
 
+def subscribed(n):
+    """retryd's subscriber connections on n (CLIENT LIST, sub=N > 0)."""
+    return [c for c in n.cmd("CLIENT", "LIST").splitlines()
+            if " sub=0 " not in c and " sub=" in c]
+
+
+@t.test("the subscriber moves to another master when its node goes away")
+def _():
+    on = harness.wait_for(lambda: [n for n in N if subscribed(n)],
+                          what="a subscriber on some node")
+    assert len(on) == 1, [n.port for n in on]
+    gone = on[0]
+    gone.stop()
+    left = [n for n in N if n is not gone]
+    harness.wait_for(lambda: any(subscribed(n) for n in left),
+                     what="the subscriber on a surviving node")
+
+
 D.stop()
 for n in N:
     n.stop()
