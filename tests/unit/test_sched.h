@@ -98,7 +98,8 @@ void	expect_counts(struct sched *s, const char *topic,
 
 /*
  * Pushes n jobs (4 threads) to topic due at due + i * spread_ms / n, each
- * with a body of body_len bytes.
+ * with a body of body_len bytes: two threads by sched_push, two by
+ * sched_push_many 64 at a time, so the timing tests cover both.
  */
 void	push_many(struct sched *s, const char *topic, int64_t due,
 	    int64_t spread_ms, int n, size_t body_len);

@@ -516,30 +516,42 @@ struct pusher {
 	int64_t		 spread_ms;
 	int		 first, n, total;
 	size_t		 body_len;
+	int		 many;		/* sched_push_many, 64 at a time */
 };
+
+#define PUSHER_CHUNK	64
 
 static void *
 pusher_main(void *arg)
 {
 	struct pusher *p = arg;
-	struct sched_push sp;
-	struct sched_push_result res;
-	char id[ID_LEN + 1], body[256];
-	int i;
+	struct sched_push sp[PUSHER_CHUNK];
+	struct sched_push_result res[PUSHER_CHUNK];
+	enum sched_err err[PUSHER_CHUNK];
+	char id[PUSHER_CHUNK][ID_LEN + 1], body[256];
+	int i, k, m, chunk = p->many ? PUSHER_CHUNK : 1;
 
 	memset(body, 'x', sizeof(body));
-	memset(&sp, 0, sizeof(sp));
-	sp.tenant = T_TENANT;
-	sp.topic = p->topic;
-	sp.body = body;
-	sp.body_len = p->body_len;
-	for (i = 0; i < p->n; i++) {
-		sched_new_id(p->s, NULL, id);
-		sp.id = id;
-		sp.run_at_ms = p->due + (p->first + i) * p->spread_ms /
-		    p->total;
-		if (sched_push(p->s, &sp, &res) != SCHED_OK)
-			return (void *)1;
+	memset(sp, 0, sizeof(sp));
+	for (i = 0; i < p->n; i += m) {
+		m = p->n - i < chunk ? p->n - i : chunk;
+		for (k = 0; k < m; k++) {
+			sched_new_id(p->s, NULL, id[k]);
+			sp[k].tenant = T_TENANT;
+			sp[k].topic = p->topic;
+			sp[k].body = body;
+			sp[k].body_len = p->body_len;
+			sp[k].id = id[k];
+			sp[k].run_at_ms = p->due + (p->first + i + k) *
+			    p->spread_ms / p->total;
+		}
+		if (!p->many)
+			err[0] = sched_push(p->s, &sp[0], &res[0]);
+		else
+			sched_push_many(p->s, sp, (size_t)m, res, err);
+		for (k = 0; k < m; k++)
+			if (err[k] != SCHED_OK || res[k].deduplicated)
+				return (void *)1;
 	}
 	return NULL;
 }
@@ -563,6 +575,7 @@ push_many(struct sched *s, const char *topic, int64_t due, int64_t spread_ms,
 		p[i].total = n;
 		first += p[i].n;
 		p[i].body_len = body_len;
+		p[i].many = i % 2;
 		assert_int_equal(pthread_create(&t[i], NULL, pusher_main,
 		    &p[i]), 0);
 	}
