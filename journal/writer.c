@@ -87,7 +87,8 @@ put_transition(struct jrnl *j, const struct jrnl_transition *t)
 	a[12] = jrnl_vblob(t->excerpt, t->excerpt_len);
 	e = jrnl_run(j->drv, j->wconn, JS_TRANS_INSERT, a, 13, NULL, NULL,
 	    NULL);
-	if (e != JRNL_OK)
+	/* A job's creation: its put wrote the row in that state already. */
+	if (e != JRNL_OK || t->from_state == NULL)
 		return e;
 	a[0] = jrnl_vtext(t->to_state);
 	a[1] = jrnl_vint(t->attempt);
