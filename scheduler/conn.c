@@ -545,6 +545,24 @@ out:
 }
 
 /*
+ * The seed (node 0) when the map names it, else the first node it names:
+ * the seed may be spelt otherwise ("localhost") than the cluster does.
+ */
+static int
+mapped_home(const struct sched_pool *p)
+{
+	int i, first = 0;
+
+	for (i = 0; i < SCHED_SLOTS; i++) {
+		if (p->slots[i] == 1)
+			return 0;
+		if (first == 0)
+			first = p->slots[i];
+	}
+	return first > 0 ? first - 1 : 0;
+}
+
+/*
  * Learns, on the first connection, whether Redis is a cluster: INFO cluster
  * and, when it is, the slot map.  The context is given back to the pool.
  */
@@ -581,7 +599,7 @@ discover(struct sched_pool *p)
 		else
 			log_info("redis: a cluster (%d node(s) known)",
 			    p->nnodes);
-		p->home = 0;
+		p->home = ok ? mapped_home(p) : 0;
 		pthread_mutex_unlock(&p->lock);
 	} else if (ok) {
 		pthread_mutex_lock(&p->lock);
