@@ -1,13 +1,16 @@
 /*
- * conn.c - Redis connections: URL parsing, connecting with a timeout (AUTH
- * and SELECT included), and the pool of blocking contexts the scheduler's
- * callers share.
+ * conn.c - Redis connections: connecting with a timeout (AUTH and SELECT
+ * included), the pool of blocking contexts the scheduler's callers share
+ * (a free list per node on a Redis Cluster, with the slot map), and the
+ * routed commands and pipelines that send each command to the node serving
+ * its key and follow MOVED and ASK (docs/internals/CLUSTER.md).
  *
  * Key decision: a context that failed is never reused, and one failure also
- * closes every idle context of the pool, because the usual cause (Redis
+ * closes every idle context of its node, because the usual cause (Redis
  * restarted, a network cut) has broken them all: the next callers reconnect
  * at once instead of each discovering a dead socket in turn.  "Unreachable"
- * is logged once per outage, and "reachable again" once when it ends.
+ * is logged once per outage, and "reachable again" once when it ends.  On a
+ * single Redis the routing is a pass-through to the caller's context.
  */
 #include "config.h"
 
@@ -21,12 +24,9 @@
 
 #include "scheduler/conn.h"
 #include "util/clock.h"
-#include "util/strutil.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-#define REDIS_DEFAULT_PORT	6379
-#define REDIS_MAX_DB		1000000
 #define POOL_NODES_MAX		1024	/* masters of a cluster */
 #define POOL_REFRESH_US		(1000 * 1000)	/* between slot map reads */
 
@@ -51,177 +51,6 @@ struct sched_pool {
 	int64_t			 refreshed_mono_us;
 };
 
-
-/* A decimal integer in [lo, hi] spelled by s[0..n); 0 or -1. */
-static int
-parse_int(const char *s, size_t n, long lo, long hi, int *out)
-{
-	char tmp[24], *end;
-	long v;
-
-	if (n == 0 || n >= sizeof(tmp))
-		return -1;
-	memcpy(tmp, s, n);
-	tmp[n] = '\0';
-	if (tmp[0] < '0' || tmp[0] > '9')
-		return -1;
-	errno = 0;
-	v = strtol(tmp, &end, 10);
-	if (errno != 0 || *end != '\0' || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-/* "user:password" or "user" (userinfo of a URL) into t. */
-static int
-parse_userinfo(const char *s, size_t n, struct redis_target *t)
-{
-	const char *colon = memchr(s, ':', n);
-
-	if (colon == NULL)
-		return str_pct_decode(s, n, t->username, sizeof(t->username));
-	if (str_pct_decode(s, (size_t)(colon - s), t->username,
-	    sizeof(t->username)) == -1)
-		return -1;
-	return str_pct_decode(colon + 1, n - (size_t)(colon - s) - 1,
-	    t->password, sizeof(t->password));
-}
-
-static int
-parse_unix(const char *rest, struct redis_target *t, char *why,
-    size_t whylen)
-{
-	const char *at, *q, *path;
-	size_t plen;
-
-	/* unix://[userinfo@]/path[?db=N] */
-	path = rest;
-	if ((at = strchr(rest, '@')) != NULL &&
-	    (q = strchr(rest, '/')) != NULL && at < q) {
-		if (parse_userinfo(rest, (size_t)(at - rest), t) == -1) {
-			snprintf(why, whylen, "bad user or password");
-			return -1;
-		}
-		path = at + 1;
-	}
-	if (path[0] != '/') {
-		snprintf(why, whylen, "unix socket path must be absolute");
-		return -1;
-	}
-	q = strchr(path, '?');
-	plen = q != NULL ? (size_t)(q - path) : strlen(path);
-	if (plen < 2 || plen >= sizeof(t->path)) {
-		snprintf(why, whylen, "bad unix socket path");
-		return -1;
-	}
-	memcpy(t->path, path, plen);
-	t->path[plen] = '\0';
-	if (q != NULL) {
-		if (strncmp(q, "?db=", 4) != 0 ||
-		    parse_int(q + 4, strlen(q + 4), 0, REDIS_MAX_DB,
-		    &t->db) == -1) {
-			snprintf(why, whylen, "bad query (only ?db=N)");
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int
-parse_tcp(const char *rest, struct redis_target *t, char *why, size_t whylen)
-{
-	const char *auth_end, *host, *hend, *p, *slash;
-	size_t alen, hlen;
-
-	/* The authority ends at the first '/', the userinfo at its last '@'. */
-	slash = strchr(rest, '/');
-	alen = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
-	host = rest;
-	for (auth_end = rest + alen; auth_end > rest; auth_end--)
-		if (auth_end[-1] == '@')
-			break;
-	if (auth_end > rest) {
-		if (parse_userinfo(rest, (size_t)(auth_end - 1 - rest),
-		    t) == -1) {
-			snprintf(why, whylen, "bad user or password");
-			return -1;
-		}
-		host = auth_end;
-	}
-	hend = rest + alen;
-	if (host < hend && host[0] == '[') {
-		if ((p = memchr(host, ']', (size_t)(hend - host))) == NULL) {
-			snprintf(why, whylen, "unclosed '[' in host");
-			return -1;
-		}
-		hlen = (size_t)(p - host - 1);
-		host++;
-		p++;
-	} else {
-		p = memchr(host, ':', (size_t)(hend - host));
-		if (p == NULL)
-			p = hend;
-		hlen = (size_t)(p - host);
-	}
-	if (hlen >= sizeof(t->host)) {
-		snprintf(why, whylen, "host name too long");
-		return -1;
-	}
-	if (hlen == 0) {
-		snprintf(t->host, sizeof(t->host), "127.0.0.1");
-	} else {
-		memcpy(t->host, host, hlen);
-		t->host[hlen] = '\0';
-	}
-	if (p < hend) {
-		if (*p != ':' || parse_int(p + 1, (size_t)(hend - p - 1), 1,
-		    65535, &t->port) == -1) {
-			snprintf(why, whylen, "bad port");
-			return -1;
-		}
-	}
-	if (slash != NULL && slash[1] != '\0') {
-		if (parse_int(slash + 1, strlen(slash + 1), 0, REDIS_MAX_DB,
-		    &t->db) == -1) {
-			snprintf(why, whylen, "bad database number");
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int
-sched_redis_url_parse(const char *url, struct redis_target *out, char *why,
-    size_t whylen)
-{
-	struct redis_target t;
-	int rc = -1;
-
-	memset(&t, 0, sizeof(t));
-	t.port = REDIS_DEFAULT_PORT;
-	if (url == NULL || *url == '\0') {
-		snprintf(why, whylen, "empty Redis URL");
-		goto out;
-	}
-	if (strncmp(url, "redis://", 8) == 0)
-		rc = parse_tcp(url + 8, &t, why, whylen);
-	else if (strncmp(url, "unix://", 7) == 0)
-		rc = parse_unix(url + 7, &t, why, whylen);
-	else if (strncmp(url, "rediss://", 9) == 0)
-		snprintf(why, whylen, "TLS (rediss://) is not supported");
-	else
-		snprintf(why, whylen,
-		    "Redis URL must start with redis:// or unix://");
-	if (rc == 0 && t.username[0] != '\0' && t.password[0] == '\0') {
-		snprintf(why, whylen, "a user name needs a password");
-		rc = -1;
-	}
-out:
-	if (rc == 0)
-		*out = t;
-	return rc;
-}
 
 /* Runs one command; 0, or -1 with why (an error reply or I/O error). */
 static int
@@ -635,10 +464,14 @@ slot_node(struct sched_pool *p, int slot)
 	return n;
 }
 
-/* A context of any live master, trying the home node first. */
+/*
+ * A context of a live master, the home node first (the one that answers
+ * becomes the home): pooled, or (own) a new one of the caller's.
+ */
 static redisContext *
-any_get(struct sched_pool *p)
+home_get(struct sched_pool *p, int own, char *why, size_t whylen)
 {
+	struct redis_target t;
 	redisContext *c;
 	int i, k, n, home;
 
@@ -648,7 +481,15 @@ any_get(struct sched_pool *p)
 	pthread_mutex_unlock(&p->lock);
 	for (k = 0; k < n; k++) {
 		i = (home + k) % n;
-		if ((c = node_get(p, i)) != NULL) {
+		if (own) {
+			pthread_mutex_lock(&p->lock);
+			t = p->nodes[i]->t;
+			pthread_mutex_unlock(&p->lock);
+			c = sched_redis_connect(&t, p->timeout_ms, why,
+			    whylen);
+		} else
+			c = node_get(p, i);
+		if (c != NULL) {
 			pthread_mutex_lock(&p->lock);
 			p->home = i;
 			pthread_mutex_unlock(&p->lock);
@@ -656,6 +497,12 @@ any_get(struct sched_pool *p)
 		}
 	}
 	return NULL;
+}
+
+static redisContext *
+any_get(struct sched_pool *p)
+{
+	return home_get(p, 0, NULL, 0);
 }
 
 redisContext *
@@ -704,9 +551,8 @@ map_maybe_refresh(struct sched_pool *p)
 redisContext *
 sched_pool_connect(struct sched_pool *p, char *why, size_t whylen)
 {
-	struct redis_target t;
 	redisContext *c;
-	int i, k, n, home, mode = sched_pool_cluster(p);
+	int mode = sched_pool_cluster(p);
 
 	if (mode == -1) {
 		discover(p);
@@ -715,26 +561,9 @@ sched_pool_connect(struct sched_pool *p, char *why, size_t whylen)
 	if (mode != 1)
 		return sched_redis_connect(&p->target, p->timeout_ms, why,
 		    whylen);
-	pthread_mutex_lock(&p->lock);
-	n = p->nnodes;
-	home = p->home;
-	pthread_mutex_unlock(&p->lock);
-	for (k = 0; k < n; k++) {
-		i = (home + k) % n;
-		pthread_mutex_lock(&p->lock);
-		t = p->nodes[i]->t;
-		pthread_mutex_unlock(&p->lock);
-		if ((c = sched_redis_connect(&t, p->timeout_ms, why,
-		    whylen)) != NULL) {
-			pthread_mutex_lock(&p->lock);
-			p->home = i;
-			pthread_mutex_unlock(&p->lock);
-			return c;
-		}
-	}
-	/* Every master known is down: the map may be old; read it again. */
-	map_maybe_refresh(p);
-	return NULL;
+	if ((c = home_get(p, 1, why, whylen)) == NULL)
+		map_maybe_refresh(p);	/* every master known is down */
+	return c;
 }
 
 /* ---- routed commands ---------------------------------------------------- */

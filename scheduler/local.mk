@@ -3,7 +3,7 @@
 # the source of truth; scripts_gen.c is made from them at build time.
 noinst_LIBRARIES += libscheduler.a
 libscheduler_a_SOURCES = \
-	scheduler/conn.c scheduler/conn.h scheduler/cluster.c \
+	scheduler/conn.c scheduler/conn.h scheduler/cluster.c scheduler/url.c \
 	scheduler/scripts.c scheduler/scripts.h \
 	scheduler/record.c scheduler/store.c scheduler/query.c \
 	scheduler/lease.c scheduler/timer.c scheduler/sub.c \
