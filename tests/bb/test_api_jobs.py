@@ -174,10 +174,13 @@ def _():
     assert b["results"][6]["deduplicated"] is True
     for i in range(5):
         assert E.job(KEY, b["results"][i]["id"])["body"] == i
-    bad = [{"delay_ms": HOUR}, {"delay_ms": -1}]
+    bad = [{"delay_ms": HOUR, "bizkey": "batch-refused"}, {"delay_ms": -1}]
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
                        {"jobs": bad}, key=KEY), 400, "invalid_field",
                  "jobs[1].delay_ms")
+    # Nothing of the refused batch went in: its bizkey is free.
+    st, _, b = push({"delay_ms": HOUR, "bizkey": "batch-refused"})
+    assert st == 201 and "deduplicated" not in b, (st, b)
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
                        {"jobs": [{}, 5]}, key=KEY), 400, None, "jobs[1].")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
