@@ -248,6 +248,33 @@ def _():
         c["counts"]["delivered"] == 16, c["counts"]
 
 
+@t.test("scripts flushed on two nodes are loaded again where NOSCRIPT was said")
+def _():
+    rcv = harness.Receiver(script="200")
+    q = unique("q")
+    st, _, b = req("PUT", "/v1/topics/" + q, {"callback_url": rcv.url("/h")})
+    assert st == 201, b
+    p = unique("p")
+    assert req("PUT", "/v1/topics/" + p, {"mode": "pull"})[0] == 201
+    for n in N[1:]:
+        assert n.cmd("SCRIPT", "FLUSH") == "OK"
+    loads = [calls(n, "script|load") for n in N[1:]]
+    said = [errors(n, "NOSCRIPT") for n in N[1:]]
+    ids = [push(q, i, delay_ms=0)["id"] for i in range(32)]
+    rcv.wait_count(32)
+    assert sorted(r.headers["webhook-id"] for r in rcv.requests) == \
+        sorted(ids)
+    pids = [push(p, i, delay_ms=0)["id"] for i in range(16)]
+    assert sorted(take_all(p, 16)) == sorted(pids)
+    now = [calls(n, "script|load") for n in N[1:]]
+    assert all(b > a for a, b in zip(loads, now)), (loads, now)
+    now = [errors(n, "NOSCRIPT") for n in N[1:]]
+    assert all(b > a for a, b in zip(said, now)), (said, now)
+    assert "NOSCRIPT" not in "".join(
+        x for x in D.log().splitlines() if " warn " in x)
+    rcv.stop()
+
+
 def bizkeys_of(shard, prefix, n):
     """n bizkeys whose jobs go to shard (the crc32 of the bizkey)."""
     return [k for k in ("%s%d" % (prefix, i) for i in range(5000))
