@@ -703,20 +703,14 @@ pusher_main(void *arg)
 	return NULL;
 }
 
-/*
- * Queues a (holding a reference for the pushers); 0, or -1 when the pushers
- * are stopped or cannot start (the caller pushes itself, or drops a).
- */
+/* push_lock held: starts the push threads; 1 when some run. */
 static int
-push_queue(struct api_accept *a)
+push_running_locked(void)
 {
-	int i, rc = 0;
+	int i;
 
-	pthread_mutex_lock(&push_lock);
-	if (push_stopping) {
-		rc = -1;
-		goto out;
-	}
+	if (push_stopping)
+		return 0;
 	for (i = push_started; i < API_PUSHERS; i++) {
 		if (pthread_create(&push_thr[i], NULL, pusher_main,
 		    NULL) != 0) {
@@ -725,15 +719,38 @@ push_queue(struct api_accept *a)
 		}
 		push_started = i + 1;
 	}
-	if (push_started == 0) {
-		rc = -1;
-		goto out;
+	return push_started > 0;
+}
+
+/* 1 when the push threads run (started now if need be). */
+static int
+push_running(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&push_lock);
+	rc = push_running_locked();
+	pthread_mutex_unlock(&push_lock);
+	return rc;
+}
+
+/*
+ * Queues a (holding a reference for the pushers); 0, or -1 when the pushers
+ * are stopped or cannot start (the caller pushes itself, or drops a).
+ */
+static int
+push_queue(struct api_accept *a)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&push_lock);
+	if (push_running_locked()) {
+		a->priv->next = NULL;
+		*push_tail = a;
+		push_tail = &a->priv->next;
+		pthread_cond_signal(&push_cond);
+		rc = 0;
 	}
-	a->priv->next = NULL;
-	*push_tail = a;
-	push_tail = &a->priv->next;
-	pthread_cond_signal(&push_cond);
-out:
 	pthread_mutex_unlock(&push_lock);
 	return rc;
 }
@@ -910,26 +927,24 @@ accept_push(struct sched *sched, struct api_accept **v, size_t nv)
 /*
  * Hands the jobs to the pushers without holding the thread: park first
  * (they may resume it before we return).  1 parked, 0 when the pushers
- * are stopped (push here).
+ * are stopped (the caller pushes on its own thread).
  */
 static int
 accept_push_wait(struct api_req *req, struct api_accept *a)
 {
 	struct api_accept_priv *p = a->priv;
 
+	/* Stopped only after the server, so not between here and there. */
+	if (!push_running())
+		return 0;
 	pthread_mutex_lock(&p->mu);
 	p->refs++;
 	pthread_mutex_unlock(&p->mu);
 	p->phase = 1;
 	api_suspend(req);
-	if (push_queue(a) == 0)
-		return 1;
-	api_resume(req);
-	pthread_mutex_lock(&p->mu);
-	p->refs--;
-	pthread_mutex_unlock(&p->mu);
-	accept_push(p->sched, &a, 1);
-	return 0;
+	if (push_queue(a) == -1)
+		accept_wake(a);	/* called again, it pushes itself */
+	return 1;
 }
 
 int
