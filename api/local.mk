@@ -11,7 +11,7 @@ libapi_a_SOURCES = \
 	api/tenants.c \
 	api/topics.c \
 	api/jobs.c \
-	api/pull.c \
+	api/pull.c api/pull_batch.c api/pull_batch.h \
 	api/original.c \
 	api/debug.c \
 	api/obs.h api/metrics.c api/stats.c api/dashboard.c

@@ -134,6 +134,10 @@ finish(struct api_req *req)
 	const char *id, *token;
 	enum sched_err e;
 
+	if (req->state != NULL) {	/* called again: the answer */
+		api_pull_finish(req, NULL, NULL, 1);
+		return;
+	}
 	if (query_id(req, &id) == -1)
 		return;
 	token = api_query(req, "token");

@@ -35,6 +35,7 @@
 
 #include "api/api.h"
 #include "api/internal.h"
+#include "api/pull_batch.h"
 #include "api/validate.h"
 #include "conf.h"
 #include "scheduler/registry.h"
@@ -46,7 +47,6 @@
 #define PULL_BUCKETS		1024
 #define PULL_PROBE_US		1000000
 #define PULL_WAIT_DEFAULT_MS	30000
-#define PULL_TOKEN_MAX		64
 
 struct waiter;
 
@@ -68,6 +68,8 @@ struct waiter {
 	int64_t		 deadline_mono_us;
 	int64_t		 ttr_ms;
 	int		 original;	/* GET /get/{topic} */
+	uint64_t	 gen;		/* the list's, before Redis was asked */
+	struct pull_op	*op;		/* the reserve queued, or NULL */
 	char		 topic[API_TOPIC_MAX + 1];
 };
 
@@ -268,6 +270,7 @@ waiter_free(void *p)
 	if (w->list != NULL)
 		wlist_unref(w->list);
 	pthread_mutex_unlock(&pull_lock);
+	pull_op_release(w->op);
 	free(w);
 }
 
@@ -386,6 +389,7 @@ api_pull_stop(void)
 	pthread_cond_destroy(&pull_cond);
 	pull_started = 0;
 	pthread_mutex_unlock(&pull_lock);
+	pull_batch_stop();
 }
 
 void
@@ -468,38 +472,13 @@ reserve_begin(struct api_req *req, const char *topic, int original)
 	return 0;
 }
 
-void
-api_pull_reserve(struct api_req *req, const char *topic, int original)
+/* The reserve's outcome (job the caller's): answer, or park w. */
+static void
+reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
+    struct sched_job *job)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
-	struct sched_job *job = NULL;
-	struct waiter *w;
-	enum sched_err e;
-	uint64_t gen;
 	int stale;
 
-	if (req->state == NULL && reserve_begin(req, topic, original) == -1)
-		return;
-	w = req->state;
-	pthread_mutex_lock(&pull_lock);
-	gen = w->list->gen;
-	pthread_mutex_unlock(&pull_lock);
-
-	/*
-	 * A consumer that left while parked must not take a job it will
-	 * never see: end it, and pass a wake-up it may have had to the next.
-	 */
-	if (api_client_gone(req)) {
-		api_reply_empty(req, 204);
-		pthread_mutex_lock(&pull_lock);
-		if (!w->timed_out && w->list->head != NULL &&
-		    w->list->head != w)
-			waiter_wake(w->list->head, 0);
-		pthread_mutex_unlock(&pull_lock);
-		return;
-	}
-
-	e = sched_reserve(ctx->sched, req->tenant, w->topic, w->ttr_ms, &job);
 	if (e == SCHED_OK) {
 		api_reply_json(req, 200, reserved_json(job, w->ttr_ms));
 		sched_job_free(job);
@@ -510,6 +489,7 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 		pthread_mutex_unlock(&pull_lock);
 		return;
 	}
+	sched_job_free(job);
 	if (e != SCHED_ENOTFOUND) {
 		api_sched_error(req, e, "topic");
 		return;
@@ -529,7 +509,7 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 		api_resume(req);
 		return;
 	}
-	stale = w->list->gen != gen;
+	stale = w->list->gen != w->gen;
 	if (!stale) {
 		waiter_link(w);
 		if (heap[0] == w)
@@ -538,6 +518,59 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	pthread_mutex_unlock(&pull_lock);
 	if (stale)
 		api_resume(req);	/* a notification came meanwhile */
+}
+
+/*
+ * The handler of a reserve: first called, it queues the reserve to the
+ * batch worker (pull_batch.c) and parks; called again with the outcome, it
+ * answers, or parks the consumer as a waiter when nothing was ready.
+ */
+void
+api_pull_reserve(struct api_req *req, const char *topic, int original)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct sched_job *job;
+	struct pull_op *op;
+	struct waiter *w;
+	enum sched_err e;
+
+	if (req->state == NULL && reserve_begin(req, topic, original) == -1)
+		return;
+	w = req->state;
+	if ((op = w->op) != NULL) {
+		if (!pull_op_wait(req, op))
+			return;
+		w->op = NULL;
+		e = op->err;
+		job = op->job;
+		op->job = NULL;
+		pull_op_release(op);
+		reserve_done(req, w, e, job);
+		return;
+	}
+	pthread_mutex_lock(&pull_lock);
+	w->gen = w->list->gen;
+	pthread_mutex_unlock(&pull_lock);
+
+	/*
+	 * A consumer that left while parked must not take a job it will
+	 * never see: end it, and pass a wake-up it may have had to the next.
+	 */
+	if (api_client_gone(req)) {
+		api_reply_empty(req, 204);
+		pthread_mutex_lock(&pull_lock);
+		if (!w->timed_out && w->list->head != NULL &&
+		    w->list->head != w)
+			waiter_wake(w->list->head, 0);
+		pthread_mutex_unlock(&pull_lock);
+		return;
+	}
+	op = pull_op_new(req, PULL_OP_RESERVE);
+	op->sched = ctx->sched;
+	op->ttr_ms = w->ttr_ms;
+	snprintf(op->topic, sizeof(op->topic), "%s", w->topic);
+	w->op = op;
+	pull_op_submit(req, op);
 }
 
 static int
@@ -553,38 +586,30 @@ valid_token(const char *s)
 	return n > 0;
 }
 
-void
-api_pull_finish(struct api_req *req, const char *id, const char *token,
-    int ack)
+static void
+finish_free_state(void *state)
+{
+	pull_op_release(state);
+}
+
+/* Called again with the ack's outcome in req->state: answer it. */
+static void
+finish_done(struct api_req *req)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	struct schedule_outcome oc;
-	struct schedule_decision d;
+	struct pull_op *op = req->state;
+	struct schedule_decision *d = &op->decision;
 	json_object *o;
 	enum sched_err e;
 
-	if (api_check_job_id(req, id) == -1)
+	if (!pull_op_wait(req, op))
 		return;
-	if (token == NULL) {
-		api_error(req, 400, "missing_field", "token",
-		    "the reservation's token is required");
-		return;
-	}
-	if (!valid_token(token)) {
-		api_error(req, 400, "invalid_field", "token",
-		    "token must be the one reserve answered");
-		return;
-	}
-	memset(&oc, 0, sizeof(oc));
-	memset(&d, 0, sizeof(d));
-	oc.kind = ack ? SCHEDULE_OK : SCHEDULE_NACK;
-	oc.retry_after_ms = -1;
-	e = sched_report(ctx->sched, req->tenant, id, token, &oc, NULL, &d);
+	e = op->err;
 	if (e == SCHED_ESTALE) {
 		/* A token matches no job that does not exist: say so. */
 		struct sched_job *job = NULL;
 
-		if (sched_get(ctx->sched, req->tenant, id, &job) ==
+		if (sched_get(ctx->sched, req->tenant, op->id, &job) ==
 		    SCHED_ENOTFOUND)
 			e = SCHED_ENOTFOUND;
 		sched_job_free(job);
@@ -598,17 +623,54 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 		api_sched_error(req, e, "job");
 		return;
 	}
-	if (d.verdict != SCHEDULE_RETRY)
+	if (d->verdict != SCHEDULE_RETRY)
 		api_quota_refund(req->tenant, 1);
 	o = json_object_new_object();
-	json_object_object_add(o, "id", json_object_new_string(id));
+	json_object_object_add(o, "id", json_object_new_string(op->id));
 	json_object_object_add(o, "state", json_object_new_string(
-	    d.verdict == SCHEDULE_DONE ? "delivered" :
-	    d.verdict == SCHEDULE_RETRY ? "retrying" : "dead"));
-	if (d.verdict == SCHEDULE_RETRY)
+	    d->verdict == SCHEDULE_DONE ? "delivered" :
+	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead"));
+	if (d->verdict == SCHEDULE_RETRY)
 		json_object_object_add(o, "next_attempt_ms",
-		    json_object_new_int64(d.next_ms));
+		    json_object_new_int64(d->next_ms));
 	api_reply_json(req, 200, o);
+}
+
+/*
+ * Ack or nack: first called, validate and queue the outcome to the batch
+ * worker, parked; called again (req->state set), answer.
+ */
+void
+api_pull_finish(struct api_req *req, const char *id, const char *token,
+    int ack)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct pull_op *op;
+
+	if (req->state != NULL) {
+		finish_done(req);
+		return;
+	}
+	if (api_check_job_id(req, id) == -1)
+		return;
+	if (token == NULL) {
+		api_error(req, 400, "missing_field", "token",
+		    "the reservation's token is required");
+		return;
+	}
+	if (!valid_token(token)) {
+		api_error(req, 400, "invalid_field", "token",
+		    "token must be the one reserve answered");
+		return;
+	}
+	op = pull_op_new(req, PULL_OP_FINISH);
+	op->sched = ctx->sched;
+	op->ack = ack;
+	snprintf(op->id, sizeof(op->id), "%s", id);
+	snprintf(op->token, sizeof(op->token), "%s", token);
+	req->state = op;
+	req->free_state = finish_free_state;
+	pull_op_submit(req, op);
 }
 
 static void
@@ -624,6 +686,10 @@ finish(struct api_req *req, int ack)
 	json_object *body = NULL;
 	const char *token = NULL;
 
+	if (req->state != NULL) {	/* called again: the answer */
+		api_pull_finish(req, NULL, NULL, ack);
+		return;
+	}
 	if (api_check_job_id(req, req->param[0]) == -1 ||
 	    api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1 ||

@@ -260,58 +260,89 @@ ready_cmp(const void *a, const void *b)
 	return x->shard - y->shard;
 }
 
-enum sched_err
-sched_q_ready_order(struct sched *s, redisContext *c, const char *tenant,
-    const char *topic, int *order, int *nout, int *broken)
+/*
+ * The first n scores of each shard's ready set of the topic, sorted (best
+ * first) into *h (*nh of them, the caller frees *h).
+ */
+static enum sched_err
+ready_heads(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, size_t n, struct ready_head **hout, size_t *nh,
+    int *broken)
 {
-	char (*keys)[SCHED_KEY_MAX];
+	char (*keys)[SCHED_KEY_MAX], last[24];
 	const char **argv;
-	size_t *lens;
+	size_t *lens, j, k = 0;
 	redisReply **r;
 	struct ready_head *h;
 	enum sched_err e;
-	int n = s->cfg.shards, i, nh = 0;
+	int ns = s->cfg.shards, i;
 
-	*nout = 0;
-	keys = xcalloc((size_t)n, sizeof(*keys));
-	argv = xcalloc((size_t)n * 5, sizeof(*argv));
-	lens = xcalloc((size_t)n * 5, sizeof(*lens));
-	r = xcalloc((size_t)n, sizeof(*r));
-	h = xcalloc((size_t)n, sizeof(*h));
-	for (i = 0; i < n; i++) {
+	*hout = NULL;
+	*nh = 0;
+	snprintf(last, sizeof(last), "%zu", n - 1);
+	keys = xcalloc((size_t)ns, sizeof(*keys));
+	argv = xcalloc((size_t)ns * 5, sizeof(*argv));
+	lens = xcalloc((size_t)ns * 5, sizeof(*lens));
+	r = xcalloc((size_t)ns, sizeof(*r));
+	h = xcalloc((size_t)ns * n, sizeof(*h));
+	for (i = 0; i < ns; i++) {
 		sched_key(keys[i], tenant, i, "r", topic);
 		argv[5 * i] = "ZRANGE";
 		lens[5 * i] = 6;
 		argv[5 * i + 1] = keys[i];
 		lens[5 * i + 1] = strlen(keys[i]);
 		argv[5 * i + 2] = "0";
-		argv[5 * i + 3] = "0";
-		lens[5 * i + 2] = lens[5 * i + 3] = 1;
+		lens[5 * i + 2] = 1;
+		argv[5 * i + 3] = last;
+		lens[5 * i + 3] = strlen(last);
 		argv[5 * i + 4] = "WITHSCORES";
 		lens[5 * i + 4] = 10;
 	}
-	e = pipeline(s, c, n, 5, argv, lens, r, broken);
+	e = pipeline(s, c, ns, 5, argv, lens, r, broken);
 	if (e != SCHED_OK)
 		goto out;
-	for (i = 0; i < n; i++) {
-		if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements == 2 &&
-		    r[i]->element[1]->type == REDIS_REPLY_STRING) {
-			h[nh].score = strtod(r[i]->element[1]->str, NULL);
-			h[nh++].shard = i;
-		} else if (r[i]->type == REDIS_REPLY_ERROR) {
+	for (i = 0; i < ns; i++) {
+		if (r[i]->type == REDIS_REPLY_ERROR) {
 			e = sched_reply_err(c, r[i], broken, "ZRANGE");
+			continue;
+		}
+		if (r[i]->type != REDIS_REPLY_ARRAY)
+			continue;
+		for (j = 1; j < r[i]->elements && j < 2 * n; j += 2) {
+			if (r[i]->element[j]->type != REDIS_REPLY_STRING)
+				continue;
+			h[k].score = strtod(r[i]->element[j]->str, NULL);
+			h[k++].shard = i;
 		}
 	}
-	free_replies(r, n);
-	qsort(h, (size_t)nh, sizeof(*h), ready_cmp);
-	for (i = 0; i < nh; i++)
-		order[i] = h[i].shard;
-	*nout = nh;
+	free_replies(r, ns);
+	qsort(h, k, sizeof(*h), ready_cmp);
+	*nh = k;
+	*hout = h;
+	h = NULL;
 out:
 	free(keys);
 	free(argv);
 	free(lens);
 	free(r);
+	free(h);
+	return e;
+}
+
+enum sched_err
+sched_q_ready_take(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, size_t n, int *take, int *broken)
+{
+	struct ready_head *h;
+	enum sched_err e;
+	size_t nh, i;
+
+	memset(take, 0, (size_t)s->cfg.shards * sizeof(*take));
+	if (n == 0)
+		return SCHED_OK;
+	e = ready_heads(s, c, tenant, topic, n, &h, &nh, broken);
+	for (i = 0; e == SCHED_OK && i < nh && i < n; i++)
+		take[h[i].shard]++;
 	free(h);
 	return e;
 }

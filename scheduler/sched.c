@@ -791,18 +791,39 @@ sched_reschedule(struct sched *s, const char *tenant, const char *id,
 	return e;
 }
 
+/* Reserved jobs in the ready sets' order: higher priority, then due. */
+static int
+reserved_cmp(const void *a, const void *b)
+{
+	const struct sched_job *x = *(struct sched_job *const *)a;
+	const struct sched_job *y = *(struct sched_job *const *)b;
+
+	if (x->priority != y->priority)
+		return x->priority > y->priority ? -1 : 1;
+	if (x->due_ms != y->due_ms)
+		return x->due_ms < y->due_ms ? -1 : 1;
+	return x->shard - y->shard;
+}
+
+/*
+ * Reads which shards hold the n best ready jobs and reserves that many from
+ * each; a shard that gives fewer (another reserve took them meanwhile)
+ * makes one more pass over what is left, up to RESERVE_PASSES.
+ */
+#define RESERVE_PASSES	3
+
 enum sched_err
-sched_reserve(struct sched *s, const char *tenant, const char *topic,
-    int64_t ttr_ms, struct sched_job **out)
+sched_reserve_many(struct sched *s, const char *tenant, const char *topic,
+    int64_t ttr_ms, size_t n, struct sched_job **out, size_t *nout)
 {
 	struct sched_topic_info info;
 	struct sched_job **jobs = NULL;
 	redisContext *c;
-	enum sched_err e;
-	size_t njobs = 0, i;
-	int *order, n = 0, k, broken = 0;
+	enum sched_err e = SCHED_OK;
+	size_t njobs, got = 0, i;
+	int *per, k, pass, shortfall, broken = 0;
 
-	*out = NULL;
+	*nout = 0;
 	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
 		return SCHED_EINVAL;
 	if (ttr_ms <= 0) {
@@ -813,27 +834,52 @@ sched_reserve(struct sched *s, const char *tenant, const char *topic,
 	}
 	if ((c = take(s, 0, &e)) == NULL)
 		return e;
-	order = xcalloc((size_t)s->cfg.shards, sizeof(*order));
-	e = sched_q_ready_order(s, c, tenant, topic, order, &n, &broken);
-	for (k = 0; e == SCHED_OK && k < n && *out == NULL; k++) {
-		e = sched_st_reserve(s, c, tenant, order[k], topic, 1, ttr_ms,
-		    1, &jobs, &njobs, &broken);
-		for (i = 0; i < njobs; i++) {
-			if (*out == NULL)
-				*out = jobs[i];
-			else
-				sched_job_free(jobs[i]);
+	per = xcalloc((size_t)s->cfg.shards, sizeof(*per));
+	for (pass = 0; e == SCHED_OK && got < n && pass < RESERVE_PASSES;
+	    pass++) {
+		e = sched_q_ready_take(s, c, tenant, topic, n - got, per,
+		    &broken);
+		shortfall = 0;
+		for (k = 0; e == SCHED_OK && k < s->cfg.shards; k++) {
+			if (per[k] == 0)
+				continue;
+			e = sched_st_reserve(s, c, tenant, k, topic, per[k],
+			    ttr_ms, 1, &jobs, &njobs, &broken);
+			for (i = 0; i < njobs; i++) {
+				if (got < n)
+					out[got++] = jobs[i];
+				else
+					sched_job_free(jobs[i]);
+			}
+			free(jobs);
+			jobs = NULL;
+			if (njobs < (size_t)per[k])
+				shortfall = 1;
 		}
-		free(jobs);
-		jobs = NULL;
+		if (!shortfall)
+			break;
 	}
 	give(s, c, broken);
-	free(order);
-	if (e == SCHED_OK && *out == NULL)
+	free(per);
+	if (got > 0)
+		e = SCHED_OK;	/* what was reserved is the caller's */
+	else if (e == SCHED_OK)
 		e = SCHED_ENOTFOUND;
-	if (*out != NULL)
-		sched_transition(s, *out, SCHED_READY, SCHED_IN_FLIGHT, NULL);
+	qsort(out, got, sizeof(*out), reserved_cmp);
+	for (i = 0; i < got; i++)
+		sched_transition(s, out[i], SCHED_READY, SCHED_IN_FLIGHT, NULL);
+	*nout = got;
 	return e;
+}
+
+enum sched_err
+sched_reserve(struct sched *s, const char *tenant, const char *topic,
+    int64_t ttr_ms, struct sched_job **out)
+{
+	size_t n;
+
+	*out = NULL;
+	return sched_reserve_many(s, tenant, topic, ttr_ms, 1, out, &n);
 }
 
 /* Whether the job's topic is a push topic (its dispatch capacity). */

@@ -238,6 +238,13 @@ enum sched_err sched_reschedule(struct sched *s, const char *tenant,
 enum sched_err sched_reserve(struct sched *s, const char *tenant,
 	    const char *topic, int64_t ttr_ms, struct sched_job **out);
 /*
+ * Pull, for n consumers at once: reserve up to n of the best ready jobs into
+ * out[] (room for n), best first, *nout of them; ENOTFOUND when none.
+ */
+enum sched_err sched_reserve_many(struct sched *s, const char *tenant,
+	    const char *topic, int64_t ttr_ms, size_t n, struct sched_job **out,
+	    size_t *nout);
+/*
  * Report the outcome of the attempt reserved with token: SCHEDULE_OK
  * finishes the job, anything else applies the schedule (retry at the next
  * wait, or dead).  ESTALE when token is not the current reservation's.

@@ -280,9 +280,12 @@ enum sched_err sched_q_dead_list(struct sched *s, redisContext *c,
 	    const char *tenant, const char *topic, const char *cursor,
 	    size_t limit, struct sched_job ***jobs, size_t *njobs,
 	    char *next_cursor, size_t next_cursor_len, int *broken);
-/* The shard holding the best ready job of a topic first: order[] of n. */
-enum sched_err sched_q_ready_order(struct sched *s, redisContext *c,
-	    const char *tenant, const char *topic, int *order, int *n,
+/*
+ * How many of the n best ready jobs of a topic (higher priority, then
+ * earlier due) each shard holds: take[] of one per shard.
+ */
+enum sched_err sched_q_ready_take(struct sched *s, redisContext *c,
+	    const char *tenant, const char *topic, size_t n, int *take,
 	    int *broken);
 /* The id key indexed for a bizkey, or ENOTFOUND. */
 enum sched_err sched_q_bizkey(struct sched *s, redisContext *c,

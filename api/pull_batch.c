@@ -1,0 +1,317 @@
+/*
+ * pull_batch.c - the pull routes' Redis work in batches: one worker thread
+ * reserves for every consumer queued, another applies every ack and nack
+ * queued, and neither holds an HTTP thread while Redis answers.
+ *
+ * Key decisions:
+ *  - Consumers that ask together are served together: the reserves queued
+ *    for one (tenant, topic, time to run) become one sched_reserve_many,
+ *    one read of the ready sets and one reserve.lua call per shard for all
+ *    of them instead of all of that per consumer.  The jobs come best
+ *    first and go to the consumers in the order they asked.
+ *  - Acks and nacks queued together become one sched_report_many: two
+ *    pipelined round trips, one finish.lua call per shard and topic.  Each
+ *    outcome is still fenced by its own token inside the script, so a
+ *    stale or repeated ack in a batch is refused alone, as it would be
+ *    alone.
+ *  - One worker per kind, so acks are applied while reserves wait on Redis
+ *    and the other way round; what a worker takes is what queued while it
+ *    was busy, so batches grow with the load and a lone request waits for
+ *    nothing.
+ *  - An op is shared by its request and the worker (refs, under pb_lock);
+ *    a request that ends first (the server stopping) leaves its op to the
+ *    worker, which still applies it and frees it.
+ *
+ * Lock order: pb_lock, then the HTTP server's lock (api_resume).
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/pull_batch.h"
+#include "scheduler/sched_batch.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define PULL_BATCH_MAX	256	/* ops per scheduler call */
+
+struct pb_queue {
+	struct pull_op	*head, **tail;
+	pthread_cond_t	 cond;
+	pthread_t	 thr;
+	int		 started;
+	enum pull_op_kind kind;
+};
+
+static pthread_mutex_t pb_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pb_queue pb_q[2] = {
+	{ NULL, &pb_q[0].head, PTHREAD_COND_INITIALIZER, 0, 0,
+	    PULL_OP_RESERVE },
+	{ NULL, &pb_q[1].head, PTHREAD_COND_INITIALIZER, 0, 0,
+	    PULL_OP_FINISH },
+};
+static int pb_stopping;
+
+struct pull_op *
+pull_op_new(struct api_req *req, enum pull_op_kind kind)
+{
+	struct pull_op *op = xcalloc(1, sizeof(*op));
+
+	op->kind = kind;
+	op->req = req;
+	op->refs = 1;
+	snprintf(op->tenant, sizeof(op->tenant), "%s", req->tenant);
+	return op;
+}
+
+/* pb_lock held; 1 when that was the last reference. */
+static int
+unref_locked(struct pull_op *op)
+{
+	return --op->refs == 0;
+}
+
+static void
+op_free(struct pull_op *op)
+{
+	sched_job_free(op->job);
+	free(op);
+}
+
+void
+pull_op_release(struct pull_op *op)
+{
+	int last;
+
+	if (op == NULL)
+		return;
+	pthread_mutex_lock(&pb_lock);
+	op->req = NULL;
+	last = unref_locked(op);
+	pthread_mutex_unlock(&pb_lock);
+	if (last)
+		op_free(op);
+}
+
+/* The worker is done with v[0 .. n-1]: resume their requests. */
+static void
+ops_done(struct pull_op **v, size_t n)
+{
+	struct pull_op *dead = NULL, *op;
+	size_t i;
+
+	pthread_mutex_lock(&pb_lock);
+	for (i = 0; i < n; i++) {
+		v[i]->done = 1;
+		if (v[i]->req != NULL)
+			api_resume(v[i]->req);
+		if (unref_locked(v[i])) {
+			v[i]->next = dead;
+			dead = v[i];
+		}
+	}
+	pthread_mutex_unlock(&pb_lock);
+	while ((op = dead) != NULL) {
+		dead = op->next;
+		op_free(op);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Applying a batch (no lock held: the ops are the worker's until done) */
+
+static int
+same_reserve(const struct pull_op *a, const struct pull_op *b)
+{
+	return a->sched == b->sched && a->ttr_ms == b->ttr_ms &&
+	    strcmp(a->tenant, b->tenant) == 0 &&
+	    strcmp(a->topic, b->topic) == 0;
+}
+
+/*
+ * Reserves for v[0 .. n-1] (one tenant, topic and time to run): the best
+ * job to the first consumer, and so on; those left get ENOTFOUND.
+ */
+static void
+reserve_group(struct pull_op **v, size_t n)
+{
+	struct sched_job **jobs = xcalloc(n, sizeof(*jobs));
+	enum sched_err e;
+	size_t got = 0, i;
+
+	e = sched_reserve_many(v[0]->sched, v[0]->tenant, v[0]->topic,
+	    v[0]->ttr_ms, n, jobs, &got);
+	for (i = 0; i < n; i++) {
+		if (i < got) {
+			v[i]->err = SCHED_OK;
+			v[i]->job = jobs[i];
+		} else
+			v[i]->err = e == SCHED_OK ? SCHED_ENOTFOUND : e;
+	}
+	free(jobs);
+}
+
+/* Groups v[0 .. n-1] by what they reserve from, in order of arrival. */
+static void
+reserve_batch(struct pull_op **v, size_t n)
+{
+	struct pull_op **g = xcalloc(n, sizeof(*g));
+	char *taken = xcalloc(n, 1);
+	size_t i, j, k;
+
+	for (i = 0; i < n; i++) {
+		if (taken[i])
+			continue;
+		for (k = 0, j = i; j < n; j++)
+			if (!taken[j] && same_reserve(v[i], v[j])) {
+				taken[j] = 1;
+				g[k++] = v[j];
+			}
+		reserve_group(g, k);
+	}
+	free(taken);
+	free(g);
+}
+
+/* Acks and nacks of v[0 .. n-1], in one sched_report_many per scheduler. */
+static void
+finish_batch(struct pull_op **v, size_t n)
+{
+	struct sched_report_item *it = xcalloc(n, sizeof(*it));
+	size_t i, j, k;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i; j < n && v[j]->sched == v[i]->sched; j++) {
+			k = j - i;
+			it[k].tenant = v[j]->tenant;
+			it[k].id = v[j]->id;
+			it[k].token = v[j]->token;
+			it[k].outcome.kind = v[j]->ack ? SCHEDULE_OK :
+			    SCHEDULE_NACK;
+			it[k].outcome.retry_after_ms = -1;
+		}
+		sched_report_many(v[i]->sched, it, j - i);
+		for (k = i; k < j; k++) {
+			v[k]->err = it[k - i].err;
+			v[k]->decision = it[k - i].decision;
+		}
+		memset(it, 0, n * sizeof(*it));
+	}
+	free(it);
+}
+
+static void
+apply(enum pull_op_kind kind, struct pull_op **v, size_t n)
+{
+	if (kind == PULL_OP_RESERVE)
+		reserve_batch(v, n);
+	else
+		finish_batch(v, n);
+	ops_done(v, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* The workers */
+
+static void *
+worker_main(void *arg)
+{
+	struct pb_queue *q = arg;
+	struct pull_op *v[PULL_BATCH_MAX];
+	size_t n;
+
+	pthread_mutex_lock(&pb_lock);
+	for (;;) {
+		while (q->head == NULL && !pb_stopping)
+			pthread_cond_wait(&q->cond, &pb_lock);
+		if (q->head == NULL)
+			break;
+		for (n = 0; n < PULL_BATCH_MAX && q->head != NULL; n++) {
+			v[n] = q->head;
+			q->head = v[n]->next;
+		}
+		if (q->head == NULL)
+			q->tail = &q->head;
+		pthread_mutex_unlock(&pb_lock);
+		apply(q->kind, v, n);
+		pthread_mutex_lock(&pb_lock);
+	}
+	pthread_mutex_unlock(&pb_lock);
+	return NULL;
+}
+
+/* pb_lock held: queue op (the worker's reference taken); -1 if no worker. */
+static int
+queue_locked(struct pull_op *op)
+{
+	struct pb_queue *q = &pb_q[op->kind];
+
+	if (pb_stopping)
+		return -1;
+	if (!q->started) {
+		if (pthread_create(&q->thr, NULL, worker_main, q) != 0) {
+			log_warn("pull: cannot start a batch worker");
+			return -1;
+		}
+		q->started = 1;
+	}
+	op->refs++;
+	op->next = NULL;
+	*q->tail = op;
+	q->tail = &op->next;
+	pthread_cond_signal(&q->cond);
+	return 0;
+}
+
+void
+pull_op_submit(struct api_req *req, struct pull_op *op)
+{
+	int rc;
+
+	/* Park first: the worker may be done before we return. */
+	api_suspend(req);
+	pthread_mutex_lock(&pb_lock);
+	op->done = 0;
+	rc = queue_locked(op);
+	if (rc == -1)
+		op->refs++;	/* ops_done() drops it */
+	pthread_mutex_unlock(&pb_lock);
+	if (rc == -1)
+		apply(op->kind, &op, 1);
+}
+
+int
+pull_op_wait(struct api_req *req, struct pull_op *op)
+{
+	int done;
+
+	pthread_mutex_lock(&pb_lock);
+	if (!(done = op->done))
+		api_suspend(req);
+	pthread_mutex_unlock(&pb_lock);
+	return done;
+}
+
+void
+pull_batch_stop(void)
+{
+	int i;
+
+	pthread_mutex_lock(&pb_lock);
+	pb_stopping = 1;
+	for (i = 0; i < 2; i++)
+		pthread_cond_broadcast(&pb_q[i].cond);
+	pthread_mutex_unlock(&pb_lock);
+	for (i = 0; i < 2; i++) {
+		if (!pb_q[i].started)
+			continue;
+		pthread_join(pb_q[i].thr, NULL);
+		pb_q[i].started = 0;
+	}
+	pthread_mutex_lock(&pb_lock);
+	pb_stopping = 0;
+	pthread_mutex_unlock(&pb_lock);
+}

@@ -1,0 +1,62 @@
+/*
+ * pull_batch.h - the pull routes' Redis work done in batches off the HTTP
+ * threads: reserves of waiting consumers and acks/nacks (pull_batch.c).
+ *
+ * Key decision: a handler never waits for Redis.  It fills a struct
+ * pull_op, parks its request (api_suspend) and queues the op; a worker
+ * applies every op queued at once and resumes each request, whose handler,
+ * called again, answers from its op.
+ */
+#ifndef RETRYD_API_PULL_BATCH_H
+#define RETRYD_API_PULL_BATCH_H
+
+#include <stdint.h>
+
+#include "api/http.h"
+#include "api/validate.h"
+#include "schedules/schedule.h"
+#include "scheduler/sched.h"
+
+#define PULL_TOKEN_MAX	64
+
+enum pull_op_kind {
+	PULL_OP_RESERVE,
+	PULL_OP_FINISH
+};
+
+struct pull_op {
+	/* In: set by the handler before pull_op_submit(). */
+	enum pull_op_kind	 kind;
+	struct sched		*sched;
+	char			 tenant[API_TENANT_MAX + 1];
+	char			 topic[API_TOPIC_MAX + 1];	/* reserve */
+	int64_t			 ttr_ms;			/* reserve */
+	char			 id[API_JOB_ID_MAX + 1];	/* finish */
+	char			 token[PULL_TOKEN_MAX + 1];	/* finish */
+	int			 ack;				/* finish */
+	/* Out: valid once the handler runs again. */
+	enum sched_err		 err;
+	struct sched_job	*job;		/* reserve: the handler's */
+	struct schedule_decision decision;	/* finish */
+	/* The workers' (pull_batch.c) */
+	struct pull_op		*next;
+	struct api_req		*req;		/* NULL once the request ended */
+	int			 refs;
+	int			 done;
+};
+
+/* A new op for req, with the request's reference. */
+struct pull_op *pull_op_new(struct api_req *req, enum pull_op_kind kind);
+/* The request is done with op (its free_state, or after answering). */
+void	pull_op_release(struct pull_op *op);
+/*
+ * Parks req and queues op; the handler runs again once op is done.  Done
+ * inline (still resuming req) when no worker can run.
+ */
+void	pull_op_submit(struct api_req *req, struct pull_op *op);
+/* 1 when op is done; else req is parked again until it is. */
+int	pull_op_wait(struct api_req *req, struct pull_op *op);
+/* Applies what is queued and joins the workers (after the server stops). */
+void	pull_batch_stop(void);
+
+#endif
