@@ -266,5 +266,86 @@ def _():
     assert E.healthy()
 
 
+def ready_count(q):
+    st, _, b = E.req("GET", "/v1/topics/" + q, key=KEY)
+    assert st == 200, (st, b)
+    return b["counts"]["ready"]
+
+
+def at_once(fns):
+    """Run fns on threads released together; their results in order."""
+    out = [None] * len(fns)
+    gate = threading.Barrier(len(fns))
+
+    def run(i):
+        gate.wait()
+        out[i] = fns[i]()
+    ths = [threading.Thread(target=run, args=(i,)) for i in range(len(fns))]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    return out
+
+
+@t.test("consumers asking together get distinct jobs, the best first")
+def _():
+    q = pull_topic(ttr_ms=30000)
+    high = {E.push(KEY, q, i, priority=5)["id"] for i in range(8)}
+    low = {E.push(KEY, q, i, priority=-5)["id"] for i in range(8)}
+    harness.wait_for(lambda: ready_count(q) == 16, what="16 ready jobs")
+    got = at_once([lambda: E.reserve(KEY, q, 1000)] * 8)
+    assert all(st == 200 for st, _, _ in got), [g[0] for g in got]
+    ids = [r["id"] for _, _, r in got]
+    assert len(set(ids)) == 8, ids
+    assert set(ids) == high, "a low-priority job went before a high one"
+    assert len({r["token"] for _, _, r in got}) == 8
+    rest = at_once([lambda: E.reserve(KEY, q, 0)] * 9)
+    ids2 = [r["id"] for st, _, r in rest if st == 200]
+    assert sorted(st for st, _, _ in rest) == [200] * 8 + [204], rest
+    assert set(ids2) == low, ids2
+
+
+@t.test("acks and nacks sent together are each answered for themselves")
+def _():
+    q = pull_topic(ttr_ms=30000, retry_schedule="<0,0>")
+    for i in range(12):
+        E.push(KEY, q, i)
+    harness.wait_for(lambda: ready_count(q) == 12, what="12 ready jobs")
+    rs = [reserve_until(q) for _ in range(12)]
+    assert len({r["id"] for r in rs}) == 12
+
+    def post(verb, jid, token):
+        return lambda: E.req("POST", "/v1/jobs/%s/%s" % (jid, verb),
+                             {"token": token}, key=KEY)
+    fns = [post("ack", r["id"], r["token"]) for r in rs[:8]]
+    fns.append(post("ack", rs[8]["id"], rs[8]["token"]))    # twice
+    fns.append(post("ack", rs[8]["id"], rs[8]["token"]))
+    fns.append(post("ack", rs[9]["id"], rs[10]["token"]))   # not its own
+    fns.append(post("nack", rs[10]["id"], rs[10]["token"]))
+    fns.append(post("nack", rs[11]["id"], rs[11]["token"]))
+    fns.append(post("ack", "0000000000000000", rs[11]["token"]))
+    got = at_once(fns)
+    for st, _, b in got[:8]:
+        assert st == 200 and b["state"] == "delivered", (st, b)
+    twice = sorted([got[8][0], got[9][0]])
+    assert twice == [200, 409], twice
+    expect_error(got[10], 409, "stale_token")
+    for st, _, b in got[11:13]:
+        assert st == 200 and b["state"] == "retrying", (st, b)
+        assert "next_attempt_ms" in b, b
+    expect_error(got[13], 404, "job_not_found")
+    for r in rs[:9]:
+        assert E.job(KEY, r["id"])["state"] == "delivered", r["id"]
+    assert E.job(KEY, rs[9]["id"])["state"] == "in_flight"
+    # The nacked come back for a second attempt; the stale ack changed
+    # nothing: rs[9] is still held with its own token.
+    again = {reserve_until(q)["id"] for _ in range(2)}
+    assert again == {rs[10]["id"], rs[11]["id"]}, again
+    st, _, b = E.req("POST", "/v1/jobs/%s/ack" % rs[9]["id"],
+                     {"token": rs[9]["token"]}, key=KEY)
+    assert st == 200 and b["state"] == "delivered", (st, b)
+
+
 E.stop()
 t.done()

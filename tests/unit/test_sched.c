@@ -310,6 +310,66 @@ test_never_early_and_order(void **state)
 	assert_true(wait_for(ready_seen, &f->rec, T_DEADLINE_MS));
 }
 
+/*
+ * A batched reserve for 6 consumers: the 6 best jobs of 9 spread over the
+ * shards, distinct, best first (priority, then due), then the 3 left, then
+ * none.
+ */
+static void
+test_reserve_many(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	static const struct { int64_t due; int pri; } spec[9] = {
+		{ 30, 0 }, { 10, 0 }, { 20, 7 }, { 50, 7 }, { 40, -2 },
+		{ 15, 3 }, { 60, 0 }, { 25, 3 }, { 5, -2 },
+	};
+	/* The order reserve must keep: indices into spec. */
+	static const int best[9] = { 2, 3, 5, 7, 1, 0, 6, 8, 4 };
+	char ids[9][ID_LEN + 65];
+	struct sched_job *out[10];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+	size_t n, i, j;
+
+	for (i = 0; i < 9; i++)
+		push(s, "pull", now + spec[i].due, spec[i].pri, NULL, ids[i]);
+	clock_advance_ms(100);
+	kick_wait(s);
+	want[SCHED_READY] = 9;
+	expect_counts(s, "pull", want);
+
+	assert_int_equal(sched_reserve_many(s, T_TENANT, "pull", 0, 6, out,
+	    &n), SCHED_OK);
+	assert_int_equal(n, 6);
+	for (i = 0; i < n; i++) {
+		assert_string_equal(out[i]->id, ids[best[i]]);
+		assert_int_equal(out[i]->state, SCHED_IN_FLIGHT);
+		assert_int_equal(strlen(out[i]->token), SCHED_TOKEN_LEN);
+		for (j = 0; j < i; j++)
+			assert_string_not_equal(out[i]->token,
+			    out[j]->token);
+		sched_job_free(out[i]);
+	}
+	want[SCHED_READY] = 3;
+	want[SCHED_IN_FLIGHT] = 6;
+	expect_counts(s, "pull", want);
+
+	assert_int_equal(sched_reserve_many(s, T_TENANT, "pull", 0, 10, out,
+	    &n), SCHED_OK);
+	assert_int_equal(n, 3);
+	for (i = 0; i < n; i++) {
+		assert_string_equal(out[i]->id, ids[best[6 + i]]);
+		sched_job_free(out[i]);
+	}
+	assert_int_equal(sched_reserve_many(s, T_TENANT, "pull", 0, 4, out,
+	    &n), SCHED_ENOTFOUND);
+	assert_int_equal(n, 0);
+	want[SCHED_READY] = 0;
+	want[SCHED_IN_FLIGHT] = 9;
+	expect_counts(s, "pull", want);
+}
+
 static void
 test_push_never_early(void **state)
 {
@@ -1486,6 +1546,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_never_early_and_order,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_many, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_never_early,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bizkey_dedup, setup,
