@@ -570,7 +570,8 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	op->ttr_ms = w->ttr_ms;
 	snprintf(op->topic, sizeof(op->topic), "%s", w->topic);
 	w->op = op;
-	pull_op_submit(req, op);
+	if (pull_op_submit(req, op) == 1)
+		api_pull_reserve(req, topic, original);	/* done: answer */
 }
 
 static int
@@ -670,7 +671,8 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 	snprintf(op->token, sizeof(op->token), "%s", token);
 	req->state = op;
 	req->free_state = finish_free_state;
-	pull_op_submit(req, op);
+	if (pull_op_submit(req, op) == 1)
+		finish_done(req);
 }
 
 static void

@@ -243,21 +243,32 @@ worker_main(void *arg)
 	return NULL;
 }
 
+/* pb_lock held: 1 when the worker of kind runs (started now if need be). */
+static int
+running_locked(enum pull_op_kind kind)
+{
+	struct pb_queue *q = &pb_q[kind];
+
+	if (pb_stopping)
+		return 0;
+	if (!q->started) {
+		if (pthread_create(&q->thr, NULL, worker_main, q) != 0) {
+			log_warn("pull: cannot start a batch worker");
+			return 0;
+		}
+		q->started = 1;
+	}
+	return 1;
+}
+
 /* pb_lock held: queue op (the worker's reference taken); -1 if no worker. */
 static int
 queue_locked(struct pull_op *op)
 {
 	struct pb_queue *q = &pb_q[op->kind];
 
-	if (pb_stopping)
+	if (!running_locked(op->kind))
 		return -1;
-	if (!q->started) {
-		if (pthread_create(&q->thr, NULL, worker_main, q) != 0) {
-			log_warn("pull: cannot start a batch worker");
-			return -1;
-		}
-		q->started = 1;
-	}
 	op->refs++;
 	op->next = NULL;
 	*q->tail = op;
@@ -266,21 +277,38 @@ queue_locked(struct pull_op *op)
 	return 0;
 }
 
-void
+/* Applies op in the handler's thread (no worker runs). */
+static int
+inline_op(struct pull_op *op)
+{
+	if (op->kind == PULL_OP_RESERVE)
+		reserve_batch(&op, 1);
+	else
+		finish_batch(&op, 1);
+	op->done = 1;
+	return 1;
+}
+
+int
 pull_op_submit(struct api_req *req, struct pull_op *op)
 {
 	int rc;
 
+	pthread_mutex_lock(&pb_lock);
+	rc = running_locked(op->kind);
+	pthread_mutex_unlock(&pb_lock);
+	if (!rc)
+		return inline_op(op);
 	/* Park first: the worker may be done before we return. */
 	api_suspend(req);
 	pthread_mutex_lock(&pb_lock);
 	op->done = 0;
 	rc = queue_locked(op);
-	if (rc == -1)
-		op->refs++;	/* ops_done() drops it */
 	pthread_mutex_unlock(&pb_lock);
-	if (rc == -1)
-		apply(op->kind, &op, 1);
+	if (rc == 0)
+		return 0;
+	api_resume(req);	/* the workers stopped meanwhile */
+	return inline_op(op);
 }
 
 int

@@ -50,10 +50,10 @@ struct pull_op *pull_op_new(struct api_req *req, enum pull_op_kind kind);
 /* The request is done with op (its free_state, or after answering). */
 void	pull_op_release(struct pull_op *op);
 /*
- * Parks req and queues op; the handler runs again once op is done.  Done
- * inline (still resuming req) when no worker can run.
+ * Parks req and queues op: 0, and the handler runs again once op is done.
+ * 1 when no worker runs: op was done here and req is not parked.
  */
-void	pull_op_submit(struct api_req *req, struct pull_op *op);
+int	pull_op_submit(struct api_req *req, struct pull_op *op);
 /* 1 when op is done; else req is parked again until it is. */
 int	pull_op_wait(struct api_req *req, struct pull_op *op);
 /* Applies what is queued and joins the workers (after the server stops). */
