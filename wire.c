@@ -105,7 +105,13 @@ journaled(struct wire *w, const struct sched_job *job, enum sched_state to)
 	    -1 || !ti.push;
 }
 
-/* sched_hooks.transition: every state change goes to the journal. */
+/*
+ * sched_hooks.transition: every state change goes to the journal.  A job's
+ * creation (from SCHED_NSTATES) does not: the put that accepted it wrote
+ * its row, in that state and at that time, before Redis made it, so the
+ * journal derives the creation from the row (jrnl_list_transitions) rather
+ * than writing a second row per pushed job.
+ */
 static void
 hook_transition(const struct sched_job *job, enum sched_state from,
     enum sched_state to, const struct sched_attempt *a, void *arg)
@@ -114,7 +120,8 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 	struct jrnl_transition t;
 
 	api_obs_transition(job, (int)from, (int)to, a);
-	if (w->jrnl == NULL || !journaled(w, job, to))
+	if (w->jrnl == NULL || from >= SCHED_NSTATES ||
+	    !journaled(w, job, to))
 		return;
 	memset(&t, 0, sizeof(t));
 	t.tenant = job->tenant;

@@ -466,11 +466,29 @@ jrnl_list_jobs(struct jrnl *j, const char *tenant, const struct jrnl_list *l,
 	return deliver_jobs(&r, cb, arg);
 }
 
+/*
+ * A job's creation is not a transitions row (a put writes the job's row in
+ * its first state, "scheduled"; docs/internals/JOURNAL.md): it is derived
+ * from the job's row, unless the table has one (written before schema 2).
+ */
+static int
+creation_first(const struct rows *jr, const struct rows *tr)
+{
+	const struct jrnl_transition *t0;
+
+	if (jr->n == 0)
+		return 0;
+	t0 = tr->n > 0 ? tr->v[0] : NULL;
+	return t0 == NULL || t0->from_state != NULL;
+}
+
 enum jrnl_err
 jrnl_list_transitions(struct jrnl *j, const char *tenant, const char *job_id,
     jrnl_transition_fn cb, void *arg)
 {
-	struct rows r = { 0 };
+	struct rows r = { 0 }, jr = { 0 };
+	const struct jrnl_job *job;
+	struct jrnl_transition c;
 	struct jrnl_val a[3];
 	enum jrnl_err e;
 	size_t i;
@@ -480,12 +498,29 @@ jrnl_list_transitions(struct jrnl *j, const char *tenant, const char *job_id,
 	a[0] = jrnl_vtext(tenant);
 	a[1] = jrnl_vtext(job_id);
 	a[2] = jrnl_vint(MAX_TRANSITIONS);
-	e = read_rows(j, JS_TRANS_LIST, a, 3, transition_row, &r);
-	if (e != JRNL_OK)
+	if ((e = read_rows(j, JS_JOB_GET, a, 2, job_row, &jr)) != JRNL_OK)
 		return e;
+	e = read_rows(j, JS_TRANS_LIST, a, 3, transition_row, &r);
+	if (e != JRNL_OK) {
+		rows_free(&jr);
+		return e;
+	}
+	if (creation_first(&jr, &r)) {
+		job = jr.v[0];
+		memset(&c, 0, sizeof(c));
+		c.tenant = job->tenant;
+		c.job_id = job->id;
+		c.to_state = "scheduled";
+		c.at_ms = job->created_ms;
+		c.instance = c.host = "";
+		if (cb(&c, arg) != 0)
+			goto out;
+	}
 	for (i = 0; i < r.n; i++)
 		if (cb(r.v[i], arg) != 0)
 			break;
+out:
+	rows_free(&jr);
 	rows_free(&r);
 	return JRNL_OK;
 }

@@ -414,22 +414,45 @@ test_transitions(void **state)
 	assert_int_equal(o.updated_ms, t0 + 5);
 	assert_int_equal(o.finished_ms, t0 + 5);
 
+	/* The creation first, derived from the job's row (not a row). */
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions"),
+	    NELEM(tr));
 	assert_int_equal(jrnl_list_transitions(j, "acme", "T1", collect_trans,
 	    &l), JRNL_OK);
-	assert_int_equal(l.n, NELEM(tr));
+	assert_int_equal(l.n, NELEM(tr) + 1);
+	assert_string_equal(l.to[0], "scheduled");
+	assert_int_equal(l.t[0].at_ms, t0);
+	assert_int_equal(l.t[0].attempt, 0);
 	for (i = 0; i < NELEM(tr); i++) {
-		assert_string_equal(l.to[i], tr[i].to_state);
-		assert_int_equal(l.t[i].at_ms, tr[i].at_ms);
-		assert_string_equal(l.inst[i], "test-1");
+		assert_string_equal(l.to[i + 1], tr[i].to_state);
+		assert_int_equal(l.t[i + 1].at_ms, tr[i].at_ms);
+		assert_string_equal(l.inst[i + 1], "test-1");
 	}
-	assert_int_equal(l.t[2].http_status, 500);
-	assert_int_equal(l.t[2].latency_ms, 12);
-	assert_int_equal(l.t[2].shard, 7);
-	assert_int_equal(l.t[2].attempt, 1);
-	assert_string_equal(l.err[2], "HTTP 500");
-	assert_int_equal(l.t[2].excerpt_len, 6);
-	assert_memory_equal(l.exc[2], "oops\0x", 6);
-	assert_int_equal(l.t[0].excerpt_len, 0);
+	assert_int_equal(l.t[3].http_status, 500);
+	assert_int_equal(l.t[3].latency_ms, 12);
+	assert_int_equal(l.t[3].shard, 7);
+	assert_int_equal(l.t[3].attempt, 1);
+	assert_string_equal(l.err[3], "HTTP 500");
+	assert_int_equal(l.t[3].excerpt_len, 6);
+	assert_memory_equal(l.exc[3], "oops\0x", 6);
+	assert_int_equal(l.t[1].excerpt_len, 0);
+	/* A creation row of an older journal is listed once, as written. */
+	jrnl_transition(j, &(struct jrnl_transition){ .tenant = "acme",
+	    .job_id = "T0", .to_state = "scheduled", .at_ms = t0 - 1 });
+	job.id = "T0";
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	assert_int_equal(jrnl_flush(j), 0);
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(jrnl_list_transitions(j, "acme", "T0", collect_trans,
+	    &l), JRNL_OK);
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.t[0].at_ms, t0 - 1);
+	assert_string_equal(l.inst[0], "test-1");
+	/* No job, no rows: nothing to derive. */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(jrnl_list_transitions(j, "acme", "nope",
+	    collect_trans, &l), JRNL_OK);
+	assert_int_equal(l.n, 0);
 
 	/* A dead job brought back is unfinished again. */
 	jrnl_transition(j, &(struct jrnl_transition){ .tenant = "acme",
