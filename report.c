@@ -42,6 +42,7 @@ struct item {
 	int			 attempt;
 	struct schedule_outcome	 o;
 	struct sched_attempt	 a;		/* error, excerpt owned */
+	struct sched_job	*job;		/* as reserved, or NULL */
 };
 
 struct reporter {
@@ -65,6 +66,7 @@ item_free(struct item *it)
 	free(it->tenant);
 	free(it->a.error);
 	free(it->a.excerpt);
+	sched_job_free(it->job);
 	free(it);
 }
 
@@ -117,6 +119,7 @@ apply_batch(struct reporter *r, struct item **iv, size_t n)
 		v[i].release = iv[i]->release;
 		v[i].outcome = iv[i]->o;
 		v[i].attempt = iv[i]->release ? NULL : &iv[i]->a;
+		v[i].job = iv[i]->job;
 	}
 	sched_report_many(r->sched, v, n);
 	for (i = 0; i < n; i++) {
@@ -176,9 +179,15 @@ enqueue(struct reporter *r, struct item *it)
 }
 
 static struct item *
-item_new(const char *tenant, const char *id, const char *token)
+item_new(const char *tenant, const char *id, const char *token,
+    struct sched_job **job)
 {
 	struct item *it = xcalloc(1, sizeof(*it));
+
+	if (job != NULL) {
+		it->job = *job;
+		*job = NULL;
+	}
 
 	it->tenant = xstrdup(tenant);
 	snprintf(it->id, sizeof(it->id), "%s", id);
@@ -189,9 +198,9 @@ item_new(const char *tenant, const char *id, const char *token)
 void
 report_outcome(struct reporter *r, const char *tenant, const char *id,
     const char *token, int attempt, const struct schedule_outcome *o,
-    const struct sched_attempt *a, char **excerpt)
+    const struct sched_attempt *a, char **excerpt, struct sched_job **job)
 {
-	struct item *it = item_new(tenant, id, token);
+	struct item *it = item_new(tenant, id, token, job);
 
 	it->attempt = attempt;
 	it->o = *o;
@@ -215,9 +224,9 @@ report_outcome(struct reporter *r, const char *tenant, const char *id,
 
 void
 report_release(struct reporter *r, const char *tenant, const char *id,
-    const char *token)
+    const char *token, struct sched_job **job)
 {
-	struct item *it = item_new(tenant, id, token);
+	struct item *it = item_new(tenant, id, token, job);
 
 	it->release = 1;
 	enqueue(r, it);

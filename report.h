@@ -23,13 +23,17 @@ struct reporter *report_new(struct sched *s);
 /*
  * Queues the outcome of attempt number attempt of job id (reserved with
  * token).  a is copied; *excerpt, when not NULL, is taken (set to NULL).
+ * *job, when not NULL, is the job as reserved (its body may be gone) and is
+ * taken too: the reporter then decides from it instead of reading the
+ * record back from Redis (finish.lua's token check still fences it).
  */
 void	report_outcome(struct reporter *r, const char *tenant, const char *id,
 	    const char *token, int attempt, const struct schedule_outcome *o,
-	    const struct sched_attempt *a, char **excerpt);
+	    const struct sched_attempt *a, char **excerpt,
+	    struct sched_job **job);
 /* Queues giving the job back without counting an attempt. */
 void	report_release(struct reporter *r, const char *tenant, const char *id,
-	    const char *token);
+	    const char *token, struct sched_job **job);
 /* Returns when everything queued so far has been applied. */
 void	report_drain(struct reporter *r);
 /* Drains, stops the threads, frees. */

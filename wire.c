@@ -52,6 +52,7 @@ struct delivery {
 	char	 id[ID_LEN + 65];
 	char	 token[SCHED_TOKEN_LEN + 1];
 	int	 attempt;
+	struct sched_job *job;	/* as reserved, without its body */
 };
 
 static void
@@ -60,6 +61,7 @@ delivery_free(struct delivery *dl)
 	if (dl == NULL)
 		return;
 	free(dl->tenant);
+	sched_job_free(dl->job);
 	free(dl);
 }
 
@@ -384,15 +386,20 @@ hook_deliver(struct sched_job *job, void *arg)
 	snprintf(dl->id, sizeof(dl->id), "%s", job->id);
 	snprintf(dl->token, sizeof(dl->token), "%s", job->token);
 	dl->attempt = job->attempts + 1;
+	/* The reporter decides from it instead of reading it back; set
+	 * before the submit, as done() may run at once. */
+	free(job->body);
+	job->body = NULL;
+	job->body_len = 0;
+	dl->job = job;
 	r->cookie = dl;
 	if (disp_submit(w->disp, r) == -1) {
 		log_obj(LOG_LVL_DEBUG, &lo, "dispatcher refused the job (%s): "
 		    "handed back", strerror(errno));
 		hand_back(w, job->tenant, job->id, job->token);
 		disp_request_free(r);
-		delivery_free(dl);
+		delivery_free(dl);	/* and job */
 	}
-	sched_job_free(job);
 }
 
 /*
@@ -408,7 +415,8 @@ disp_done(struct disp_result *res, void *arg)
 	struct sched_attempt a;
 
 	if (res->handed_back) {
-		report_release(w->rep, dl->tenant, dl->id, dl->token);
+		report_release(w->rep, dl->tenant, dl->id, dl->token,
+		    &dl->job);
 		delivery_free(dl);
 		return;
 	}
@@ -423,7 +431,7 @@ disp_done(struct disp_result *res, void *arg)
 	a.excerpt = res->body_excerpt;
 	a.excerpt_len = res->body_excerpt_len;
 	report_outcome(w->rep, dl->tenant, dl->id, dl->token, dl->attempt, &o,
-	    &a, &res->body_excerpt);
+	    &a, &res->body_excerpt, &dl->job);
 	delivery_free(dl);
 }
 

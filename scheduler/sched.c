@@ -1072,9 +1072,11 @@ struct many {
 	enum sched_verdict_x		 v;
 	redisReply			*r;
 	int				 step;	/* enum below */
+	int				 borrowed;	/* job is v[i].job */
 };
 
-enum { M_DONE, M_READ, M_FINISH, M_SLOW };
+/* M_KNOWN: the caller gave the job, nothing to read. */
+enum { M_DONE, M_READ, M_KNOWN, M_FINISH, M_SLOW };
 
 /* Appends the read of each item's record; step M_READ when sent. */
 static void
@@ -1093,6 +1095,15 @@ many_read(struct sched *s, struct sched_pipe *q, struct sched_report_item *v,
 		if (!sched_valid_tenant(v[i].tenant) ||
 		    sched_idkey(v[i].id, idk, &idklen) == -1) {
 			m[i].step = M_SLOW;	/* its own error there */
+			continue;
+		}
+		if (v[i].job != NULL && v[i].job->state == SCHED_IN_FLIGHT &&
+		    strcmp(v[i].job->token, v[i].token) == 0 &&
+		    strcmp(v[i].job->tenant, v[i].tenant) == 0 &&
+		    strcmp(v[i].job->id, v[i].id) == 0) {
+			m[i].job = v[i].job;
+			m[i].borrowed = 1;
+			m[i].step = M_KNOWN;
 			continue;
 		}
 		sched_key(kj, v[i].tenant, sched_shard_of(s, v[i].id), "j",
@@ -1131,7 +1142,26 @@ many_replies(struct sched_pipe *q, struct sched_report_item *v,
 	return 0;
 }
 
-/* Checks each record read and appends its finish; step M_FINISH. */
+/* Decides item i's verdict; step M_FINISH. */
+static void
+many_decide(struct sched *s, struct sched_report_item *v, struct many *m,
+    size_t i)
+{
+	int64_t now;
+
+	if (v[i].release) {
+		m[i].v = SCHED_V_RELEASE;
+		m[i].att = NULL;
+	} else {
+		decide(s, m[i].job, &v[i].outcome, v[i].attempt, &m[i].d,
+		    &m[i].v, &now);
+		m[i].att = attempt_or(v[i].attempt, &v[i].outcome, now,
+		    &m[i].synth);
+	}
+	m[i].step = M_FINISH;
+}
+
+/* Checks each record read (or given) and decides; step M_FINISH. */
 static void
 many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
     struct many *m, size_t n, int *broken)
@@ -1139,9 +1169,12 @@ many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
 	char idk[SCHED_IDKEY_MAX];
 	redisReply *r;
 	size_t i, idklen;
-	int64_t now;
 
 	for (i = 0; i < n; i++) {
+		if (m[i].step == M_KNOWN) {
+			many_decide(s, v, m, i);
+			continue;
+		}
 		if (m[i].step != M_READ)
 			continue;
 		r = m[i].r;
@@ -1161,18 +1194,8 @@ many_finish(struct sched *s, redisContext *c, struct sched_report_item *v,
 		} else if (m[i].job->state != SCHED_IN_FLIGHT ||
 		    strcmp(m[i].job->token, v[i].token) != 0) {
 			v[i].err = SCHED_ESTALE;
-		} else {
-			if (v[i].release) {
-				m[i].v = SCHED_V_RELEASE;
-				m[i].att = NULL;
-			} else {
-				decide(s, m[i].job, &v[i].outcome,
-				    v[i].attempt, &m[i].d, &m[i].v, &now);
-				m[i].att = attempt_or(v[i].attempt,
-				    &v[i].outcome, now, &m[i].synth);
-			}
-			m[i].step = M_FINISH;
-		}
+		} else
+			many_decide(s, v, m, i);
 		freeReplyObject(r);
 	}
 }
@@ -1334,7 +1357,8 @@ sched_report_many(struct sched *s, struct sched_report_item *v, size_t n)
 	sched_pipe_free(q1);
 	sched_pipe_free(q2);
 	for (i = 0; i < n && broken; i++)
-		if (m[i].step == M_READ || m[i].step == M_FINISH)
+		if (m[i].step == M_READ || m[i].step == M_KNOWN ||
+		    m[i].step == M_FINISH)
 			v[i].err = SCHED_EUNAVAIL;	/* the link broke */
 	give(s, c, broken);
 slow:
@@ -1353,7 +1377,8 @@ slow:
 		sched_timer_wake(s, 1);
 out:
 	for (i = 0; i < n; i++) {
-		sched_job_free(m[i].job);
+		if (!m[i].borrowed)
+			sched_job_free(m[i].job);
 		if (m[i].r != NULL)
 			freeReplyObject(m[i].r);
 	}

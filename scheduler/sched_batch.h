@@ -25,6 +25,13 @@ struct sched_report_item {
 	int				 release;	/* sched_release() */
 	struct schedule_outcome		 outcome;
 	const struct sched_attempt	*attempt;	/* may be NULL */
+	/*
+	 * The job as reserved for this token (body not needed), or NULL: then
+	 * its record is read from Redis first.  Borrowed; it may be changed.
+	 * finish.lua is fenced by the token, so a copy that is no longer
+	 * current is refused there as a stale token.
+	 */
+	struct sched_job		*job;
 	/* Out: what sched_report() would return, and its decision. */
 	enum sched_err			 err;
 	struct schedule_decision	 decision;

@@ -902,11 +902,28 @@ test_push_mode_outcomes(void **state)
 	expect_counts(s, "push", want);
 }
 
+/* Redis's count of HGET commands so far. */
+static long long
+hget_calls(void)
+{
+	redisReply *r = redisfix_cmd(&test_redis, "INFO commandstats");
+	const char *p;
+	long long n = 0;
+
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	if ((p = strstr(r->str, "cmdstat_hget:calls=")) != NULL)
+		n = strtoll(p + strlen("cmdstat_hget:calls="), NULL, 10);
+	freeReplyObject(r);
+	return n;
+}
+
 /*
  * A batch of outcomes: the items of one shard and topic go in one finish
  * call.  Done, retry, release, a stale token, a pull job's ack among push
  * ones, and the same reservation twice (the second is stale) all come out
- * as they would one by one, with the counts and attempt logs.
+ * as they would one by one, with the counts and attempt logs; an item that
+ * comes with its job as reserved is not read back from Redis.
  */
 static void
 test_report_many(void **state)
@@ -921,6 +938,7 @@ test_report_many(void **state)
 	struct sched_attempt at[3];
 	struct sched_job *job[4], *pj, *g;
 	char id[5][ID_LEN + 65];
+	long long hget0;
 	int64_t now = clock_wall_ms();
 	int64_t want[SCHED_NSTATES] = { 0 };
 	int i;
@@ -965,8 +983,15 @@ test_report_many(void **state)
 	v[4].token = pj->token;
 	v[4].outcome = ok;
 	v[4].attempt = &at[2];
+	/* Three push items come with the job as reserved, so their
+	 * records are not read back; the stale one's copy does not match
+	 * its token and is read (and refused). */
+	for (i = 0; i < 4; i++)
+		v[i].job = job[i];
 	v[5] = v[0];
+	hget0 = hget_calls();
 	sched_report_many(s, v, 6);
+	assert_int_equal(hget_calls() - hget0, 2);
 	for (i = 0; i < 6; i++)
 		assert_int_equal(v[i].err, errs[i]);
 	assert_int_equal(v[1].decision.verdict, SCHEDULE_RETRY);
