@@ -99,7 +99,7 @@ static const struct conf_key conf_keys[] = {
 	    60000, 1),
 	NUM("dispatcher.max_timeout", CT_DURATION, disp_max_timeout_ms, "60s",
 	    100, 600000, 1),
-	NUM("dispatcher.max_in_flight", CT_INT, disp_max_in_flight, "100", 1,
+	NUM("dispatcher.max_in_flight", CT_INT, disp_max_in_flight, "256", 1,
 	    100000, 1),
 	NUM("dispatcher.max_total_in_flight", CT_INT, disp_max_total, "10000",
 	    1, 1000000, 0),

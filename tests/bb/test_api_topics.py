@@ -31,7 +31,7 @@ def _():
     assert b["name"] == q and b["mode"] == "push" and b["callback_url"] == URL
     assert b["retry_schedule"] == "<0,0,2m,10m,10m,1h,2h,6h,15h>", b
     assert b["timeout_ms"] == 10000 and b["ttr_ms"] == 30000, b
-    assert b["max_in_flight"] == 100 and b["headers"] == {}, b
+    assert b["max_in_flight"] == 256 and b["headers"] == {}, b
     assert b["secret"].startswith("whsec_"), b
     st, _, b2 = put(q, {"callback_url": URL + "2", "timeout_ms": 5000,
                         "retry_schedule": [0, 1000, 60000],
