@@ -6,8 +6,9 @@
  * queue (no Redis, no lock held for long), so a loop goes straight back to
  * its sockets and the next callbacks start on time.  A thread takes all
  * that is queued (up to REPORT_BATCH) and applies it with
- * sched_report_many(): two pipelined round trips for the whole batch
- * instead of two per outcome, so under load the batches grow and the cost
+ * sched_report_many(): one pipelined round trip for the whole batch (the
+ * jobs come as reserved, so their records are not read back), one finish
+ * call per shard and topic, so under load the batches grow and the cost
  * per outcome falls.  The order of two outcomes of different jobs does not
  * matter (each job has one reservation at a time, and finish.lua is fenced
  * by its token), so the threads need no ordering among themselves.  The
