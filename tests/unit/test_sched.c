@@ -349,8 +349,9 @@ test_reserve_many(void **state)
 		for (j = 0; j < i; j++)
 			assert_string_not_equal(out[i]->token,
 			    out[j]->token);
-		sched_job_free(out[i]);
 	}
+	for (i = 0; i < n; i++)
+		sched_job_free(out[i]);
 	want[SCHED_READY] = 3;
 	want[SCHED_IN_FLIGHT] = 6;
 	expect_counts(s, "pull", want);
