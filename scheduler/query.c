@@ -331,18 +331,38 @@ out:
 
 enum sched_err
 sched_q_ready_take(struct sched *s, redisContext *c, const char *tenant,
-    const char *topic, size_t n, int *take, int *broken)
+    const char *topic, size_t n, int *take, int *more, int *broken)
 {
 	struct ready_head *h;
 	enum sched_err e;
-	size_t nh, i;
+	size_t nh, i, m;
+	int ns = s->cfg.shards, *seen;
 
-	memset(take, 0, (size_t)s->cfg.shards * sizeof(*take));
+	memset(take, 0, (size_t)ns * sizeof(*take));
+	*more = 0;
 	if (n == 0)
 		return SCHED_OK;
-	e = ready_heads(s, c, tenant, topic, n, &h, &nh, broken);
-	for (i = 0; e == SCHED_OK && i < nh && i < n; i++)
+	/* Enough of each shard for an even spread twice over. */
+	m = 2 * ((n + (size_t)ns - 1) / (size_t)ns) + 2;
+	if (m > n)
+		m = n;
+	e = ready_heads(s, c, tenant, topic, m, &h, &nh, broken);
+	seen = xcalloc((size_t)ns, sizeof(*seen));
+	for (i = 0; e == SCHED_OK && i < nh; i++)
+		seen[h[i].shard]++;
+	for (i = 0; e == SCHED_OK && i < nh && i < n; i++) {
 		take[h[i].shard]++;
+		/*
+		 * A shard read to its limit may hold better jobs than the
+		 * next one read: stop at its last, the caller reads again.
+		 */
+		if ((size_t)seen[h[i].shard] == m &&
+		    take[h[i].shard] == seen[h[i].shard] && i + 1 < n) {
+			*more = 1;
+			break;
+		}
+	}
+	free(seen);
 	free(h);
 	return e;
 }

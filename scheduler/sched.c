@@ -806,22 +806,94 @@ reserved_cmp(const void *a, const void *b)
 }
 
 /*
- * Reads which shards hold the n best ready jobs and reserves that many from
- * each; a shard that gives fewer (another reserve took them meanwhile)
- * makes one more pass over what is left, up to RESERVE_PASSES.
+ * One reserve call per shard with per[shard] > 0, in one pipeline (one by
+ * one when the pipeline cannot be prepared); the jobs are added to out[]
+ * (*got of n); *shortfall when a shard gave fewer than asked.
  */
-#define RESERVE_PASSES	3
+static enum sched_err
+reserve_shards(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, int64_t ttr_ms, const int *per,
+    struct sched_job **out, size_t n, size_t *got, int *shortfall,
+    int *broken)
+{
+	struct sched_job **jobs;
+	struct sched_pipe *q = NULL;
+	redisReply **r;
+	enum sched_err e = SCHED_OK, e1;
+	size_t njobs, i;
+	char *sent;
+	void *rep;
+	int k, ns = s->cfg.shards;
+
+	*shortfall = 0;
+	r = xcalloc((size_t)ns, sizeof(*r));
+	sent = xcalloc((size_t)ns, 1);
+	if (sched_st_pipe_prepare(s, c, broken) == 0) {
+		q = sched_pipe_new(s->pool, c);
+		for (k = 0; k < ns; k++)
+			sent[k] = per[k] > 0 && sched_st_reserve_append(s, q,
+			    tenant, k, topic, per[k], ttr_ms, 1) == 0;
+		/* Every reply first: a NOSCRIPT is run again below. */
+		for (k = 0; k < ns; k++) {
+			if (!sent[k])
+				continue;
+			if (sched_pipe_getreply(q, &rep) != REDIS_OK) {
+				*broken = 1;
+				break;
+			}
+			r[k] = rep;
+		}
+	}
+	for (k = 0; k < ns && !*broken; k++) {
+		if (per[k] == 0)
+			continue;
+		if (sent[k])
+			e1 = sched_st_reserve_reply(s, c, r[k], tenant, k,
+			    topic, per[k], ttr_ms, 1, &jobs, &njobs, broken);
+		else
+			e1 = sched_st_reserve(s, c, tenant, k, topic, per[k],
+			    ttr_ms, 1, &jobs, &njobs, broken);
+		r[k] = NULL;	/* freed by _reply */
+		if (e1 != SCHED_OK)
+			e = e1;
+		for (i = 0; i < njobs; i++) {
+			if (*got < n)
+				out[(*got)++] = jobs[i];
+			else
+				sched_job_free(jobs[i]);
+		}
+		free(jobs);
+		if (njobs < (size_t)per[k])
+			*shortfall = 1;
+	}
+	if (*broken)
+		e = SCHED_EUNAVAIL;
+	for (k = 0; k < ns; k++)
+		if (r[k] != NULL)
+			freeReplyObject(r[k]);
+	sched_pipe_free(q);
+	free(sent);
+	free(r);
+	return e;
+}
+
+/*
+ * Reads which shards hold the n best ready jobs and reserves that many from
+ * each; a shard that gives fewer (another reserve took them meanwhile), or
+ * a read that stopped short, makes one more pass over what is left, up to
+ * RESERVE_PASSES.
+ */
+#define RESERVE_PASSES	4
 
 enum sched_err
 sched_reserve_many(struct sched *s, const char *tenant, const char *topic,
     int64_t ttr_ms, size_t n, struct sched_job **out, size_t *nout)
 {
 	struct sched_topic_info info;
-	struct sched_job **jobs = NULL;
 	redisContext *c;
 	enum sched_err e = SCHED_OK;
-	size_t njobs, got = 0, i;
-	int *per, k, pass, shortfall, broken = 0;
+	size_t got = 0, i;
+	int *per, pass, shortfall, more, broken = 0;
 
 	*nout = 0;
 	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
@@ -838,25 +910,12 @@ sched_reserve_many(struct sched *s, const char *tenant, const char *topic,
 	for (pass = 0; e == SCHED_OK && got < n && pass < RESERVE_PASSES;
 	    pass++) {
 		e = sched_q_ready_take(s, c, tenant, topic, n - got, per,
-		    &broken);
-		shortfall = 0;
-		for (k = 0; e == SCHED_OK && k < s->cfg.shards; k++) {
-			if (per[k] == 0)
-				continue;
-			e = sched_st_reserve(s, c, tenant, k, topic, per[k],
-			    ttr_ms, 1, &jobs, &njobs, &broken);
-			for (i = 0; i < njobs; i++) {
-				if (got < n)
-					out[got++] = jobs[i];
-				else
-					sched_job_free(jobs[i]);
-			}
-			free(jobs);
-			jobs = NULL;
-			if (njobs < (size_t)per[k])
-				shortfall = 1;
-		}
-		if (!shortfall)
+		    &more, &broken);
+		if (e != SCHED_OK)
+			break;
+		e = reserve_shards(s, c, tenant, topic, ttr_ms, per, out, n,
+		    &got, &shortfall, &broken);
+		if (!shortfall && !more)
 			break;
 	}
 	give(s, c, broken);

@@ -207,13 +207,14 @@ int	sched_st_promote_append(struct sched *s, struct sched_pipe *q,
 enum sched_err sched_st_promote_reply(struct sched *s, redisContext *c,
 	    redisReply *r, const char *tenant, int shard, const char *topic,
 	    int *moved, int *more, int64_t *head, int *broken);
+/* own_ttr: a job's own time to run wins (pull), as sched_st_reserve. */
 int	sched_st_reserve_append(struct sched *s, struct sched_pipe *q,
 	    const char *tenant, int shard, const char *topic, int n,
-	    int64_t ttr_ms);
+	    int64_t ttr_ms, int own_ttr);
 enum sched_err sched_st_reserve_reply(struct sched *s, redisContext *c,
 	    redisReply *r, const char *tenant, int shard, const char *topic,
-	    int n, int64_t ttr_ms, struct sched_job ***jobs, size_t *njobs,
-	    int *broken);
+	    int n, int64_t ttr_ms, int own_ttr, struct sched_job ***jobs,
+	    size_t *njobs, int *broken);
 /* Reserves up to n jobs; *jobs (array of *njobs) is the caller's. */
 enum sched_err sched_st_reserve(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic, int n,
@@ -282,11 +283,13 @@ enum sched_err sched_q_dead_list(struct sched *s, redisContext *c,
 	    char *next_cursor, size_t next_cursor_len, int *broken);
 /*
  * How many of the n best ready jobs of a topic (higher priority, then
- * earlier due) each shard holds: take[] of one per shard.
+ * earlier due) each shard holds: take[] of one per shard.  It reads a few
+ * of each shard, not n: *more when it had to stop short of n at a shard
+ * read to its limit (what it counted is still the best; ask again).
  */
 enum sched_err sched_q_ready_take(struct sched *s, redisContext *c,
 	    const char *tenant, const char *topic, size_t n, int *take,
-	    int *broken);
+	    int *more, int *broken);
 /* The id key indexed for a bizkey, or ENOTFOUND. */
 enum sched_err sched_q_bizkey(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic,

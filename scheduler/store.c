@@ -704,7 +704,7 @@ sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
 
 int
 sched_st_reserve_append(struct sched *s, struct sched_pipe *q, const char *tenant,
-    int shard, const char *topic, int n, int64_t ttr_ms)
+    int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr)
 {
 	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
 	const char *args[6];
@@ -716,7 +716,7 @@ sched_st_reserve_append(struct sched *s, struct sched_pipe *q, const char *tenan
 	args[1] = cnt;
 	args[2] = base;
 	args[3] = ttr;
-	args[4] = "0";
+	args[4] = own_ttr ? "1" : "0";
 	sched_tag(tag, tenant, shard);
 	args[5] = tag;
 	return append(s, q, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6,
@@ -726,7 +726,7 @@ sched_st_reserve_append(struct sched *s, struct sched_pipe *q, const char *tenan
 enum sched_err
 sched_st_reserve_reply(struct sched *s, redisContext *c, redisReply *r,
     const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
-    struct sched_job ***jobs, size_t *njobs, int *broken)
+    int own_ttr, struct sched_job ***jobs, size_t *njobs, int *broken)
 {
 	enum sched_err e;
 
@@ -734,7 +734,7 @@ sched_st_reserve_reply(struct sched *s, redisContext *c, redisReply *r,
 	*njobs = 0;
 	if (noscript(r))
 		return sched_st_reserve(s, c, tenant, shard, topic, n, ttr_ms,
-		    0, jobs, njobs, broken);
+		    own_ttr, jobs, njobs, broken);
 	if ((e = reply_ok(c, r, broken, SCRIPT_RESERVE)) != SCHED_OK)
 		return e;
 	return reserve_parse(r, tenant, shard, jobs, njobs);

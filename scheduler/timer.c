@@ -437,7 +437,7 @@ reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
 			n = s->cfg.batch;
 		rm->left -= n;
 		if (sched_st_reserve_append(s, q, sl->t->name, sl->shard,
-		    rc[i].topic, n, rc[i].ttr_ms) == -1) {
+		    rc[i].topic, n, rc[i].ttr_ms, 0) == -1) {
 			sl->again = 1;
 			continue;
 		}
@@ -606,7 +606,8 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 		r = rc[i].r;
 		rc[i].r = NULL;
 		err = sched_st_reserve_reply(s, c, r, sl->t->name, sl->shard,
-		    rc[i].topic, rc[i].n, rc[i].ttr_ms, &jobs, &njobs, broken);
+		    rc[i].topic, rc[i].n, rc[i].ttr_ms, 0, &jobs, &njobs,
+		    broken);
 		if (err != SCHED_OK) {
 			sl->again = 1;
 			continue;

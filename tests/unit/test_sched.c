@@ -371,6 +371,47 @@ test_reserve_many(void **state)
 	expect_counts(s, "pull", want);
 }
 
+/*
+ * Ten of the best jobs in one shard, more than the reserve reads of a shard
+ * at first (it reads a few of each and reads again): a reserve for 8 still
+ * gives the 8 best, in order, before the other shards' lesser jobs.
+ */
+static void
+test_reserve_many_one_shard(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	char ids[14][ID_LEN + 65], biz[32];
+	struct sched_job *out[8];
+	int64_t now = clock_wall_ms();
+	int target = -1, sh, k = 0, other = 0, i;
+	size_t n;
+
+	for (i = 0; k < 10 || other < 4; i++) {
+		snprintf(biz, sizeof(biz), "b%d", i);
+		sh = sched_shard_for(s, biz, NULL);
+		if (target == -1)
+			target = sh;
+		if (sh == target && k < 10) {
+			/* The best: priority 9, due in push order. */
+			push(s, "pull", now + 10 + k, 9, biz, ids[k]);
+			k++;
+		} else if (sh != target && other < 4) {
+			push(s, "pull", now + 1 + other, 0, biz, ids[10 + other]);
+			other++;
+		}
+	}
+	clock_advance_ms(100);
+	kick_wait(s);
+	assert_int_equal(sched_reserve_many(s, T_TENANT, "pull", 0, 8, out,
+	    &n), SCHED_OK);
+	assert_int_equal(n, 8);
+	for (i = 0; i < 8; i++) {
+		assert_string_equal(out[i]->id, ids[i]);
+		sched_job_free(out[i]);
+	}
+}
+
 static void
 test_push_never_early(void **state)
 {
@@ -1574,6 +1615,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_many, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_many_one_shard,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_push_never_early,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bizkey_dedup, setup,
