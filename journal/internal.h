@@ -132,7 +132,7 @@ extern const struct jrnl_driver jrnl_sqlite_driver;
 extern const struct jrnl_driver jrnl_mysql_driver;
 
 /* schema.c */
-#define JRNL_SCHEMA_VERSION	1
+#define JRNL_SCHEMA_VERSION	2
 
 const char *jrnl_sql(enum jrnl_kind kind, int id);
 /*

@@ -338,6 +338,10 @@ jrnl_close(struct jrnl *j)
 	if (lost_t > 0 || lost_j > 0)
 		log_warnx("journal: closed with %zu transitions and %zu "
 		    "ASYNC jobs unwritten", lost_t, lost_j);
+	log_info("journal: closed after %llu commits of %llu jobs and %llu "
+	    "transitions", (unsigned long long)j->stats.commits,
+	    (unsigned long long)j->stats.jobs_written,
+	    (unsigned long long)j->stats.transitions_written);
 	if (j->wconn != NULL)
 		j->drv->close(j->wconn);
 	jrnl_read_close(j);

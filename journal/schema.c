@@ -238,12 +238,32 @@ static const char *const mysql_v1[] = {
 	NULL,
 };
 
+/*
+ * Version 1 -> 2: in SQLite the bizkey index holds only the jobs that have
+ * a bizkey (most have none), so a job without one is a B-tree insert fewer
+ * in every put; a listing by bizkey (bizkey = ?, which implies NOT NULL)
+ * still uses it.  MySQL has no partial indexes: its step only records the
+ * version.
+ */
+static const char *const sqlite_v2[] = {
+	"DROP INDEX IF EXISTS jobs_bizkey",
+	"CREATE INDEX IF NOT EXISTS jobs_bizkey ON jobs (tenant, bizkey, id) "
+	    "WHERE bizkey IS NOT NULL",
+	NULL,
+};
+
+static const char *const mysql_v2[] = {
+	NULL,
+};
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v1,
+	sqlite_v2,
 };
 static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	mysql_v1,
+	mysql_v2,
 };
 
 static const char sqlite_version_table[] =

@@ -181,6 +181,55 @@ test_schema(void **state)
 	assert_non_null(strstr(why, "newer"));
 }
 
+/*
+ * A journal of schema version 1 (the bizkey index over every job) is
+ * migrated to 2 at open, keeping its rows; in SQLite the index then holds
+ * only jobs with a bizkey, and a listing by bizkey still finds them.
+ */
+static void
+test_migrate_v1(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_job job[2];
+	struct jrnl_list l;
+	struct ids ids = { .n = 0 };
+	struct jrnl *j;
+
+	job[0] = tj_job("acme", "orders", "M1", "scheduled", 1000);
+	job[1] = tj_job("acme", "orders", "M2", "scheduled", 1001);
+	job[1].bizkey = "order-7";
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, job, 2), JRNL_OK);
+	jrnl_close(j);
+	/* Back to version 1. */
+	if (!b->is_mysql) {
+		assert_int_equal(tj_exec(b, "DROP INDEX jobs_bizkey"), 0);
+		assert_int_equal(tj_exec(b, "CREATE INDEX jobs_bizkey ON jobs "
+		    "(tenant, bizkey, id)"), 0);
+	}
+	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
+	    "WHERE version = 2"), 0);
+	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
+	    1);
+
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
+	    2);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
+	if (!b->is_mysql)
+		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
+		    "WHERE name = 'jobs_bizkey' AND "
+		    "sql LIKE '%WHERE bizkey IS NOT NULL'"), 1);
+	memset(&l, 0, sizeof(l));
+	l.bizkey = "order-7";
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 1);
+	assert_string_equal(ids.v[0], "acme/M2");
+	assert_string_equal(tj_get_one(j, "acme", "M1").state, "scheduled");
+	jrnl_close(j);
+}
+
 /* ---- jobs ---------------------------------------------------------------- */
 
 struct roundtrip {
@@ -978,6 +1027,7 @@ main(void)
 		cmocka_unit_test(test_good_urls),
 		cmocka_unit_test(test_off),
 		BOTH(test_schema),
+		BOTH(test_migrate_v1),
 		BOTH(test_roundtrip),
 		BOTH(test_group_commit),
 		BOTH(test_put_cb),
