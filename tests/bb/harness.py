@@ -183,6 +183,29 @@ def wait_for(predicate, timeout=DEFAULT_TIMEOUT, what="condition",
 # ---------------------------------------------------------------------------
 # TAP
 
+def at_once(fns, timeout=60):
+    """Run fns on threads released together (a barrier); their results in
+    order.  A call that raised leaves None in its place and is re-raised."""
+    out = [None] * len(fns)
+    errs = []
+    gate = threading.Barrier(len(fns))
+
+    def run(i):
+        gate.wait()
+        try:
+            out[i] = fns[i]()
+        except BaseException as e:  # noqa: B902 - handed to the caller
+            errs.append(e)
+    ths = [threading.Thread(target=run, args=(i,)) for i in range(len(fns))]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(timeout)
+    if errs:
+        raise errs[0]
+    return out
+
+
 class Skip(Exception):
     pass
 
@@ -787,12 +810,21 @@ class Retryd:
         return ["retryd (pid %s) log tail:" % self.pid] + \
                ["  " + s for s in lines]
 
-    # -----------------------------------------------------------------------
-    # DEBUG CLOCK: reserved.  When the debug route that moves retryd's
-    # injectable clock (util/clock.h, config debug.fake_clock) exists, its
-    # helpers go here, e.g. clock_set(now_ms) and clock_advance(delta_ms),
-    # calling that route.  Until then there is deliberately no stand-in.
-    # -----------------------------------------------------------------------
+    # -- the injectable clock (debug.fake_clock, POST /v1/debug/clock)
+    def advance_clock(self, ms):
+        """Move retryd's wall clock by ms and wait until its scheduler has
+        made two whole passes at the new time, so what did not happen by
+        then will not.  Returns the route's answer (now_ms, passes)."""
+        st, _, b = self.admin("POST", "/v1/debug/clock", {"advance_ms": ms})
+        assert st == 200, (st, b)
+        target = b["passes"] + 2
+
+        def passed():
+            st2, _, c = self.admin("GET", "/v1/debug/clock")
+            assert st2 == 200, (st2, c)
+            return c["passes"] >= target
+        wait_for(passed, what="two timer passes after moving the clock")
+        return b
 
 
 def run_retryd(args, env=None, timeout=DEFAULT_TIMEOUT, cwd=None):

@@ -5,7 +5,6 @@ restore routes without a journal; every bad input of a push."""
 
 import os
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -62,16 +61,7 @@ def _():
     bodies = [{"delay_ms": HOUR, "body": i} for i in range(24)]
     for i in range(8):
         bodies[3 * i]["bizkey"] = "together"
-    res = [None] * len(bodies)
-
-    def call(i):
-        res[i] = push(bodies[i])
-    ths = [threading.Thread(target=call, args=(i,))
-           for i in range(len(bodies))]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join(60)
+    res = harness.at_once([lambda b=b: push(b) for b in bodies])
     dup = [res[i] for i in range(len(bodies)) if "bizkey" in bodies[i]]
     own = [res[i] for i in range(len(bodies)) if "bizkey" not in bodies[i]]
     assert sorted(r[0] for r in dup) == [200] * 7 + [201], dup

@@ -272,35 +272,19 @@ def ready_count(q):
     return b["counts"]["ready"]
 
 
-def at_once(fns):
-    """Run fns on threads released together; their results in order."""
-    out = [None] * len(fns)
-    gate = threading.Barrier(len(fns))
-
-    def run(i):
-        gate.wait()
-        out[i] = fns[i]()
-    ths = [threading.Thread(target=run, args=(i,)) for i in range(len(fns))]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join()
-    return out
-
-
 @t.test("consumers asking together get distinct jobs, the best first")
 def _():
     q = pull_topic(ttr_ms=30000)
     high = {E.push(KEY, q, i, priority=5)["id"] for i in range(8)}
     low = {E.push(KEY, q, i, priority=-5)["id"] for i in range(8)}
     harness.wait_for(lambda: ready_count(q) == 16, what="16 ready jobs")
-    got = at_once([lambda: E.reserve(KEY, q, 1000)] * 8)
+    got = harness.at_once([lambda: E.reserve(KEY, q, 1000)] * 8)
     assert all(st == 200 for st, _, _ in got), [g[0] for g in got]
     ids = [r["id"] for _, _, r in got]
     assert len(set(ids)) == 8, ids
     assert set(ids) == high, "a low-priority job went before a high one"
     assert len({r["token"] for _, _, r in got}) == 8
-    rest = at_once([lambda: E.reserve(KEY, q, 0)] * 9)
+    rest = harness.at_once([lambda: E.reserve(KEY, q, 0)] * 9)
     ids2 = [r["id"] for st, _, r in rest if st == 200]
     assert sorted(st for st, _, _ in rest) == [200] * 8 + [204], rest
     assert set(ids2) == low, ids2
@@ -325,7 +309,7 @@ def _():
     fns.append(post("nack", rs[10]["id"], rs[10]["token"]))
     fns.append(post("nack", rs[11]["id"], rs[11]["token"]))
     fns.append(post("ack", "0000000000000000", rs[11]["token"]))
-    got = at_once(fns)
+    got = harness.at_once(fns)
     for st, _, b in got[:8]:
         assert st == 200 and b["state"] == "delivered", (st, b)
     twice = sorted([got[8][0], got[9][0]])

@@ -110,10 +110,7 @@ def req(method, path, body=None, d=None):
 
 
 def advance(ms):
-    st, _, b = D.admin("POST", "/v1/debug/clock", {"advance_ms": ms})
-    assert st == 200, b
-    harness.wait_for(lambda: D.admin("GET", "/v1/debug/clock")[2]["passes"]
-                     >= b["passes"] + 2, what="two timer passes")
+    D.advance_clock(ms)
 
 
 def state(jid):

@@ -12,7 +12,6 @@ write lock (BEGIN EXCLUSIVE) for the length of the outage.
 import os
 import sqlite3
 import sys
-import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -84,17 +83,9 @@ def outage(drv):
             calls += [("POST", one, {"delay_ms": L.HOUR,
                                      "bizkey": "group-%d" % (i % 4)}, key)
                       for i in range(16)]
-            res = [None] * len(calls)
-
-            def call(i):
-                m, p, b, k = calls[i]
-                res[i] = d.request(m, p, b, key=k, timeout=30)
-            ths = [threading.Thread(target=call, args=(i,))
-                   for i in range(len(calls))]
-            for th in ths:
-                th.start()
-            for th in ths:
-                th.join(60)
+            res = harness.at_once([
+                lambda c=c: d.request(c[0], c[1], c[2], key=c[3],
+                                      timeout=30) for c in calls])
             for i, resp in enumerate(res):
                 assert resp is not None, calls[i]
                 expect_503(resp)
