@@ -392,26 +392,26 @@ redis_open(struct bench *b)
 }
 
 int
-bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys)
+bench_redis_mem(struct bench *b, struct redis_mem *m)
 {
 	redisContext *c;
 	redisReply *r;
-	int rc = -1;
 
-	*used = *keys = -1;
+	m->used = m->clients = m->keys = -1;
 	if ((c = redis_open(b)) == NULL)
 		return -1;
 	r = redisCommand(c, "INFO memory");
-	if (r != NULL && r->type == REDIS_REPLY_STRING)
-		*used = info_field(r->str, "used_memory");
+	if (r != NULL && r->type == REDIS_REPLY_STRING) {
+		m->used = info_field(r->str, "used_memory");
+		m->clients = info_field(r->str, "mem_clients_normal");
+	}
 	freeReplyObject(r);
 	r = redisCommand(c, "DBSIZE");
 	if (r != NULL && r->type == REDIS_REPLY_INTEGER)
-		*keys = r->integer;
+		m->keys = r->integer;
 	freeReplyObject(r);
-	rc = *used >= 0 ? 0 : -1;
 	redisFree(c);
-	return rc;
+	return m->used >= 0 ? 0 : -1;
 }
 
 int

@@ -86,8 +86,18 @@ int64_t	bench_rcv_count(struct bench *b, int tag);
 /* Every record under tag, appended to out; 0 or -1. */
 int	bench_rcv_fetch(struct bench *b, int tag, struct arrivals *out);
 void	arrivals_free(struct arrivals *a);
-/* Redis INFO used_memory and DBSIZE; 0 or -1. */
-int	bench_redis_mem(struct bench *b, int64_t *used, int64_t *keys);
+/*
+ * Redis's memory: used_memory, the part of it that is the clients'
+ * buffers (mem_clients_normal: connections, not data), and DBSIZE.
+ */
+struct redis_mem {
+	int64_t	used;
+	int64_t	clients;
+	int64_t	keys;
+};
+
+/* Fills m (fields it could not read are -1); 0 or -1. */
+int	bench_redis_mem(struct bench *b, struct redis_mem *m);
 /*
  * Microseconds Redis spent in commands, and the calls, since the last reset
  * (INFO commandstats); top (may be NULL) names the costliest commands.

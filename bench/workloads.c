@@ -100,8 +100,8 @@ warn_push(struct bench *b, const char *name, const struct push_spec *s,
 
 static void
 emit_push(struct bench *b, const char *name, const struct push_spec *s,
-    struct push_result *r, int64_t mem0, int64_t keys0, int64_t mem1,
-    int64_t keys1)
+    struct push_result *r, const struct redis_mem *m0,
+    const struct redis_mem *m1)
 {
 	struct json_object *o = json_object_new_object();
 	double secs = (double)r->elapsed_us / 1e6;
@@ -117,13 +117,25 @@ emit_push(struct bench *b, const char *name, const struct push_spec *s,
 	jset_dbl(o, "elapsed_s", secs);
 	jset_dbl(o, "jobs_per_s", secs > 0 ? (double)r->ok / secs : 0);
 	jset_pcts_ms(o, "req", &r->lat_us);
-	if (mem0 >= 0 && mem1 >= 0 && r->ok > 0) {
-		jset_int(o, "redis_used_memory", mem1);
-		jset_int(o, "redis_keys", keys1);
-		jset_dbl(o, "bytes_per_job", (double)(mem1 - mem0) /
+	if (m0->used >= 0 && m1->used >= 0 && r->ok > 0) {
+		jset_int(o, "redis_used_memory", m1->used);
+		jset_int(o, "redis_keys", m1->keys);
+		jset_dbl(o, "bytes_per_job", (double)(m1->used - m0->used) /
 		    (double)r->ok);
-		jset_dbl(o, "keys_per_job", (double)(keys1 - keys0) /
+		jset_dbl(o, "keys_per_job", (double)(m1->keys - m0->keys) /
 		    (double)r->ok);
+	}
+	/*
+	 * The connections' buffers grow with the requests in flight, not
+	 * with the jobs held: the cost of a pending job leaves them out.
+	 */
+	if (m0->used >= 0 && m1->used >= 0 && m0->clients >= 0 &&
+	    m1->clients >= 0 && r->ok > 0) {
+		jset_dbl(o, "clients_bytes_per_job",
+		    (double)(m1->clients - m0->clients) / (double)r->ok);
+		jset_dbl(o, "data_bytes_per_job",
+		    (double)((m1->used - m1->clients) -
+		    (m0->used - m0->clients)) / (double)r->ok);
 	}
 	if (r->first_error[0] != '\0')
 		jset_str(o, "first_error", r->first_error);
@@ -137,14 +149,14 @@ static int
 push_measured(struct bench *b, const char *name, const struct push_spec *s)
 {
 	struct push_result r;
-	int64_t mem0 = -1, keys0 = -1, mem1 = -1, keys1 = -1;
+	struct redis_mem m0, m1;
 	int rc;
 
-	bench_redis_mem(b, &mem0, &keys0);
+	bench_redis_mem(b, &m0);
 	redis_time_reset(b);
 	rc = bench_push(b, s, &r);
-	bench_redis_mem(b, &mem1, &keys1);
-	emit_push(b, name, s, &r, mem0, keys0, mem1, keys1);
+	bench_redis_mem(b, &m1);
+	emit_push(b, name, s, &r, &m0, &m1);
 	push_result_free(&r);
 	return rc;
 }
