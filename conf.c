@@ -21,6 +21,7 @@
 #include <libconfig.h>
 
 #include "conf.h"
+#include "scheduler/conn.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -208,12 +209,22 @@ check_listen(const char *v, char *why, size_t whylen)
 	return 0;
 }
 
+/*
+ * One URL or a cluster's seeds, as the scheduler will read them (the value
+ * is not repeated: it may hold a password).
+ */
 static int
 check_redis_url(const char *v, char *why, size_t whylen)
 {
-	if (strncmp(v, "redis://", 8) != 0 && strncmp(v, "unix://", 7) != 0) {
-		snprintf(why, whylen, "\"%s\" is not a redis:// or unix:// "
-		    "URL", v);
+	struct redis_target *t;
+	char one[256];
+	int rc;
+
+	t = xcalloc(SCHED_SEEDS_MAX, sizeof(*t));
+	rc = sched_redis_seeds_parse(v, t, SCHED_SEEDS_MAX, one, sizeof(one));
+	free(t);
+	if (rc == -1) {
+		snprintf(why, whylen, "redis.url: %s", one);
 		return -1;
 	}
 	return 0;

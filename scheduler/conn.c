@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "scheduler/conn.h"
 #include "util/clock.h"
@@ -29,6 +30,8 @@
 
 #define POOL_NODES_MAX		1024	/* masters of a cluster */
 #define POOL_REFRESH_US		(1000 * 1000)	/* between slot map reads */
+#define POOL_TRYAGAIN_MS	5	/* the first TRYAGAIN wait, doubled */
+#define POOL_TRYAGAIN_CAP_MS	50	/* up to this */
 
 struct pool_node {
 	struct redis_target	 t;
@@ -40,13 +43,15 @@ struct pool_node {
 /* Everything below lock except target, timeout_ms and max_idle. */
 struct sched_pool {
 	pthread_mutex_t		 lock;
-	struct redis_target	 target;	/* the URL's (cluster: a seed) */
+	struct redis_target	 target;	/* the first seed */
+	int			 nseeds;	/* nodes[0..nseeds) */
 	int64_t			 timeout_ms;
 	int			 max_idle;
 	int			 mode;		/* -1 unknown, 0 single, 1 cluster */
 	struct pool_node	**nodes;	/* single: nodes[0] = target */
 	int			 nnodes;
 	int			 home;		/* cluster: the node tried first */
+	int			 refused;	/* seeds of a non-cluster logged */
 	uint16_t		*slots;		/* cluster: node + 1; 0 unknown */
 	int64_t			 refreshed_mono_us;
 };
@@ -163,22 +168,27 @@ node_find_add(struct sched_pool *p, const char *host, int port)
 }
 
 struct sched_pool *
-sched_pool_new(const struct redis_target *t, int64_t timeout_ms, int max_idle)
+sched_pool_new(const struct redis_target *t, int nt, int64_t timeout_ms,
+    int max_idle)
 {
 	struct sched_pool *p = xcalloc(1, sizeof(*p));
 	struct pool_node *n;
+	int i;
 
 	pthread_mutex_init(&p->lock, NULL);
-	p->target = *t;
+	p->target = t[0];
+	p->nseeds = nt > 0 ? nt : 1;
 	p->timeout_ms = timeout_ms;
 	p->max_idle = max_idle > 0 ? max_idle : 1;
 	p->mode = -1;
-	n = xcalloc(1, sizeof(*n));
-	n->t = *t;
-	n->idle = xcalloc((size_t)p->max_idle, sizeof(*n->idle));
-	p->nodes = xcalloc(1, sizeof(*p->nodes));
-	p->nodes[0] = n;
-	p->nnodes = 1;
+	p->nodes = xcalloc((size_t)p->nseeds, sizeof(*p->nodes));
+	for (i = 0; i < p->nseeds; i++) {
+		n = xcalloc(1, sizeof(*n));
+		n->t = t[i];
+		n->idle = xcalloc((size_t)p->max_idle, sizeof(*n->idle));
+		p->nodes[i] = n;
+	}
+	p->nnodes = p->nseeds;
 	return p;
 }
 
@@ -374,17 +384,17 @@ out:
 }
 
 /*
- * The seed (node 0) when the map names it, else the first node it names:
- * the seed may be spelt otherwise ("localhost") than the cluster does.
+ * The seed that answered when the map names it, else the first node it
+ * names: the seed may be spelt otherwise ("localhost") than the cluster does.
  */
 static int
-mapped_home(const struct sched_pool *p)
+mapped_home(const struct sched_pool *p, int seed)
 {
 	int i, first = 0;
 
 	for (i = 0; i < SCHED_SLOTS; i++) {
-		if (p->slots[i] == 1)
-			return 0;
+		if (p->slots[i] == seed + 1)
+			return seed;
 		if (first == 0)
 			first = p->slots[i];
 	}
@@ -393,17 +403,22 @@ mapped_home(const struct sched_pool *p)
 
 /*
  * Learns, on the first connection, whether Redis is a cluster: INFO cluster
- * and, when it is, the slot map.  The context is given back to the pool.
+ * and, when it is, the slot map; from the first seed that answers.  The
+ * context is given back to the pool.
  */
 static void
 discover(struct sched_pool *p)
 {
-	redisContext *c;
+	redisContext *c = NULL;
 	redisReply *r;
-	int cluster = 0, ok = 0;
+	int cluster = 0, ok = 0, seed;
+	char name[300];
 
-	if ((c = node_get(p, 0)) == NULL)
+	for (seed = 0; seed < p->nseeds && c == NULL; seed++)
+		c = node_get(p, seed);
+	if (c == NULL)
 		return;
+	seed--;
 	r = redisCommand(c, "INFO cluster");
 	if (r != NULL && r->type == REDIS_REPLY_STRING) {
 		ok = 1;
@@ -428,8 +443,19 @@ discover(struct sched_pool *p)
 		else
 			log_info("redis: a cluster (%d node(s) known)",
 			    p->nnodes);
-		p->home = ok ? mapped_home(p) : 0;
+		p->home = ok ? mapped_home(p, seed) : 0;
 		pthread_mutex_unlock(&p->lock);
+	} else if (ok && p->nseeds > 1) {
+		/* Several seeds name one cluster, never several Redis. */
+		node_name(&p->nodes[seed]->t, name, sizeof(name));
+		pthread_mutex_lock(&p->lock);
+		if (!p->refused)
+			log_warnx("redis: redis.url lists %d seeds but %s is "
+			    "not a Redis Cluster: not used (name one URL for "
+			    "a single Redis)", p->nseeds, name);
+		p->refused = 1;
+		pthread_mutex_unlock(&p->lock);
+		ok = 0;		/* closed: the mode is still unknown */
 	} else if (ok) {
 		pthread_mutex_lock(&p->lock);
 		p->mode = 0;
@@ -516,6 +542,8 @@ sched_pool_get(struct sched_pool *p)
 	}
 	if (mode == 1)
 		return any_get(p);
+	if (mode == -1 && p->nseeds > 1)
+		return NULL;	/* no seed answered, or not a cluster */
 	return node_get(p, 0);
 }
 
@@ -557,6 +585,11 @@ sched_pool_connect(struct sched_pool *p, char *why, size_t whylen)
 	if (mode == -1) {
 		discover(p);
 		mode = sched_pool_cluster(p);
+	}
+	if (mode == -1 && p->nseeds > 1) {
+		snprintf(why, whylen, "no seed of redis.url answered as a "
+		    "Redis Cluster");
+		return NULL;
 	}
 	if (mode != 1)
 		return sched_redis_connect(&p->target, p->timeout_ms, why,
@@ -614,10 +647,15 @@ send_one(redisContext *ctx, int asking, const char *cmd, size_t len,
 	return 0;
 }
 
-/* A context for node (c when it is c's node or unknown); NULL: down. */
+/*
+ * A context for node (c when it is c's node or unknown; c NULL: a pooled
+ * one); NULL: down.
+ */
 static redisContext *
 route_get(struct sched_pool *p, redisContext *c, int node)
 {
+	if (c == NULL)
+		return node < 0 ? any_get(p) : node_get(p, node);
 	if (node < 0 || node_of(p, c) == node)
 		return c;
 	return node_get(p, node);
@@ -656,21 +694,68 @@ redirected(struct sched_pool *p, const redisReply *r,
 	    sched_redirect_parse(r->str, r->len, rd);
 }
 
+/* TRYAGAIN waits of a command or a pipeline: how many, since when. */
+struct tryagain {
+	int	 tries;
+	int64_t	 since_us;
+};
+
+/*
+ * 1 after a short wait when r is a cluster's TRYAGAIN (a command refused
+ * during a migration, not run) and the command may be sent again: waits of
+ * 5, 10, 20, 40 then 50 ms, none ending past the pool's timeout (the
+ * caller's redis.timeout) since the first TRYAGAIN of the command, or of
+ * the pipeline (one budget for all its commands).  Else 0.
+ */
+static int
+tryagain_wait(struct sched_pool *p, const redisReply *r, int slot,
+    struct tryagain *ta)
+{
+	struct timespec ts;
+	int64_t now, ms;
+
+	if (r == NULL || r->type != REDIS_REPLY_ERROR || r->len < 8 ||
+	    memcmp(r->str, "TRYAGAIN", 8) != 0 || slot < 0 ||
+	    sched_pool_cluster(p) != 1)
+		return 0;
+	now = clock_mono_us();
+	if (ta->tries == 0)
+		ta->since_us = now;
+	ms = ta->tries < 4 ? (int64_t)POOL_TRYAGAIN_MS << ta->tries :
+	    POOL_TRYAGAIN_CAP_MS;
+	if ((now - ta->since_us) / 1000 + ms > p->timeout_ms)
+		return 0;
+	ta->tries++;
+	log_debug("redis: TRYAGAIN for slot %d, again in %lld ms", slot,
+	    (long long)ms);
+	ts.tv_sec = 0;
+	ts.tv_nsec = (long)ms * 1000000L;
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		continue;
+	return 1;
+}
+
 /*
  * Sends the formatted command cmd for slot, starting at the node rd names
  * when rd is not NULL (a redirection already received), and follows
- * redirections; see sched_pool_command_fix.
+ * redirections and TRYAGAIN (ta: the waits made so far, shared by a
+ * pipeline; NULL: a budget of its own); see sched_pool_command_fix.
  */
 static redisReply *
 route_exec(struct sched_pool *p, redisContext *c, int *broken, int slot,
     const char *cmd, size_t len, const struct sched_redirect *first,
+    struct tryagain *ta,
     int (*fix)(redisContext *, const redisReply *, void *), void *arg)
 {
 	struct sched_redirect rd;
+	struct tryagain own = { 0, 0 };
 	redisContext *ctx;
 	redisReply *r = NULL;
 	int hops = 0, asking = 0, fixed = 0, node;
 	char name[300], what[340];
+
+	if (ta == NULL)
+		ta = &own;
 
 	node = slot >= 0 ? slot_node(p, slot) : -1;
 	if (first != NULL) {
@@ -682,6 +767,8 @@ route_exec(struct sched_pool *p, redisContext *c, int *broken, int slot,
 	}
 	for (;;) {
 		if ((ctx = route_get(p, c, node)) == NULL) {
+			if (node < 0)
+				return fake_error("no node reachable");
 			pthread_mutex_lock(&p->lock);
 			node_name(&p->nodes[node]->t, name, sizeof(name));
 			pthread_mutex_unlock(&p->lock);
@@ -713,6 +800,15 @@ route_exec(struct sched_pool *p, redisContext *c, int *broken, int slot,
 			continue;
 		}
 		route_put(p, c, ctx);
+		if (tryagain_wait(p, r, slot, ta)) {
+			/* Not run: from the slot's node again, ASK and all. */
+			freeReplyObject(r);
+			r = NULL;
+			node = slot_node(p, slot);
+			asking = 0;
+			hops = 0;
+			continue;
+		}
 		if (hops >= SCHED_REDIRECTS_MAX || !redirected(p, r, &rd))
 			return r;
 		hops++;
@@ -737,7 +833,7 @@ sched_pool_command_fix(struct sched_pool *p, redisContext *c, int *broken,
 	if ((len = redisFormatCommandArgv(&cmd, argc, argv, lens)) < 0)
 		fatalx("cannot format a Redis command");
 	r = route_exec(p, c, broken, key != NULL ? sched_key_slot(key,
-	    keylen) : -1, cmd, (size_t)len, NULL, fix, arg);
+	    keylen) : -1, cmd, (size_t)len, NULL, NULL, fix, arg);
 	free(cmd);
 	return r;
 }
@@ -776,7 +872,7 @@ sched_pool_vcommand(struct sched_pool *p, redisContext *c, int *broken,
 	if (len < 0)
 		fatalx("cannot format a Redis command");
 	r = route_exec(p, c, broken, key != NULL ? sched_key_slot(key,
-	    strlen(key)) : -1, cmd, (size_t)len, NULL, NULL, NULL);
+	    strlen(key)) : -1, cmd, (size_t)len, NULL, NULL, NULL, NULL);
 	free(cmd);
 	return r;
 }
@@ -852,6 +948,7 @@ struct sched_pipe {
 	int			 sent;
 	struct pipe_conn	*conns;
 	size_t			 nconns;
+	struct tryagain		 ta;		/* its TRYAGAIN waits */
 };
 
 struct sched_pipe *
@@ -963,7 +1060,7 @@ sched_pipe_getreply(struct sched_pipe *q, void **reply)
 	struct pipe_cmd *pv;
 	redisReply *r;
 	void *rep;
-	int broken;
+	int broken, redir;
 
 	if (!q->cluster)
 		return redisGetReply(q->c, reply);
@@ -986,11 +1083,15 @@ sched_pipe_getreply(struct sched_pipe *q, void **reply)
 	}
 	pc->unread--;
 	r = rep;
-	if (redirected(q->p, r, &rd)) {
-		/* Not run there: send it where it is served now. */
+	if ((redir = redirected(q->p, r, &rd)) ||
+	    tryagain_wait(q->p, r, pv->slot, &q->ta)) {
+		/*
+		 * Not run there: send it where it is served now, on a pooled
+		 * context (q->c may have replies still to read).
+		 */
 		freeReplyObject(r);
-		r = route_exec(q->p, q->c, &broken, pv->slot, pv->cmd,
-		    pv->len, &rd, NULL, NULL);
+		r = route_exec(q->p, NULL, &broken, pv->slot, pv->cmd,
+		    pv->len, redir ? &rd : NULL, &q->ta, NULL, NULL);
 		if (r == NULL)
 			return REDIS_ERR;
 	}

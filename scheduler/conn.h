@@ -40,6 +40,16 @@ struct redis_target {
 int	sched_redis_url_parse(const char *url, struct redis_target *out,
 	    char *why, size_t whylen);
 
+/*
+ * redis.url: one URL as above, or a comma-separated list of seeds of a
+ * Redis Cluster (blanks around each allowed; a ',' in a password is written
+ * %2C), each a redis:// URL with database 0 and the same user and password.
+ * The number of targets put in out[0..max), or -1 with a reason in why.
+ */
+#define SCHED_SEEDS_MAX		16
+int	sched_redis_seeds_parse(const char *list, struct redis_target *out,
+	    int max, char *why, size_t whylen);
+
 /* A new blocking context (AUTH and SELECT done), or NULL with why. */
 redisContext *sched_redis_connect(const struct redis_target *t,
 	    int64_t timeout_ms, char *why, size_t whylen);
@@ -67,7 +77,12 @@ int	sched_redirect_parse(const char *err, size_t len,
 
 struct sched_pool;
 
-struct sched_pool *sched_pool_new(const struct redis_target *t,
+/*
+ * A pool for the seeds t[0..nt) (sched_redis_seeds_parse): the first that
+ * answers tells whether Redis is a cluster; more than one seed is refused
+ * (no context, logged) when it is not.
+ */
+struct sched_pool *sched_pool_new(const struct redis_target *t, int nt,
 	    int64_t timeout_ms, int max_idle);
 /*
  * A connected context, or NULL when Redis is unreachable (logged once).

@@ -471,13 +471,15 @@ struct registry *
 registry_new(const char *redis_url, int64_t timeout_ms, int64_t cache_ttl_ms,
     char *why, size_t whylen)
 {
-	struct redis_target target;
+	struct redis_target t[SCHED_SEEDS_MAX];
 	struct registry *reg;
+	int nt;
 
-	if (sched_redis_url_parse(redis_url, &target, why, whylen) == -1)
+	if ((nt = sched_redis_seeds_parse(redis_url, t, SCHED_SEEDS_MAX, why,
+	    whylen)) == -1)
 		return NULL;
 	reg = xcalloc(1, sizeof(*reg));
-	reg->pool = sched_pool_new(&target, timeout_ms, 4);
+	reg->pool = sched_pool_new(t, nt, timeout_ms, 4);
 	reg->ttl_us = (cache_ttl_ms > 0 ? cache_ttl_ms : 1000) * 1000;
 	pthread_mutex_init(&reg->lock, NULL);
 	return reg;

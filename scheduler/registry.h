@@ -47,8 +47,8 @@ const char *registry_strerror(enum reg_err e);
 struct registry;
 
 /*
- * redis_url as sched_redis_url_parse() takes it; the registry keeps its own
- * small connection pool.  cache_ttl_ms <= 0 means 1000.  NULL with why on a
+ * redis_url as sched_redis_seeds_parse() takes it; the registry keeps its
+ * own small connection pool.  cache_ttl_ms <= 0 means 1000.  NULL with why on a
  * bad URL; Redis being down is not an error here.
  */
 struct registry *registry_new(const char *redis_url, int64_t timeout_ms,

@@ -97,12 +97,14 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
     char *why, size_t whylen)
 {
 	struct sched *s;
-	struct redis_target t;
+	struct redis_target t[SCHED_SEEDS_MAX];
 	pthread_condattr_t ca;
 	unsigned char rnd[4];
 	char hex[9];
+	int nt;
 
-	if (sched_redis_url_parse(cfg->redis_url, &t, why, whylen) == -1)
+	if ((nt = sched_redis_seeds_parse(cfg->redis_url, t, SCHED_SEEDS_MAX,
+	    why, whylen)) == -1)
 		return NULL;
 	if (cfg->shards < 0 || cfg->shards > ID_MAX_SHARD + 1) {
 		snprintf(why, whylen, "scheduler.shards must be 1..%d",
@@ -134,8 +136,8 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 		s->cfg.retention_ms = DEFAULT_RETENTION_MS;
 	if (hooks != NULL)
 		s->hooks = *hooks;
-	s->target = t;
-	s->pool = sched_pool_new(&t, s->cfg.redis_timeout_ms, POOL_IDLE);
+	s->target = t[0];
+	s->pool = sched_pool_new(t, nt, s->cfg.redis_timeout_ms, POOL_IDLE);
 	s->scripts = sched_scripts_new(s->pool);
 	if (random_bytes(rnd, sizeof(rnd)) == -1)
 		memset(rnd, 0, sizeof(rnd));

@@ -1,6 +1,7 @@
 /*
  * url.c - Redis URLs: redis://[[user]:password@]host[:port][/db] and
- * unix://[[user]:password@]/path[?db=N] into a struct redis_target.
+ * unix://[[user]:password@]/path[?db=N] into a struct redis_target, and
+ * redis.url's comma-separated list of a cluster's seeds into several.
  *
  * Key decision: strict parsing with a reason for every refusal (a bad URL
  * is a start-up error the operator must understand), percent-decoding of
@@ -189,4 +190,69 @@ out:
 	if (rc == 0)
 		*out = t;
 	return rc;
+}
+
+int
+sched_redis_seeds_parse(const char *list, struct redis_target *out, int max,
+    char *why, size_t whylen)
+{
+	struct redis_target t;
+	const char *p, *end;
+	char url[1024], one[256];
+	const char *bad = NULL;
+	size_t len;
+	int i, n = 0;
+
+	if (list == NULL || *list == '\0') {
+		snprintf(why, whylen, "empty Redis URL");
+		return -1;
+	}
+	for (p = list;; p = end + 1) {
+		/* One URL between commas, blanks around it left out. */
+		if ((end = strchr(p, ',')) == NULL)
+			end = p + strlen(p);
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		len = (size_t)(end - p);
+		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if (len == 0 || len >= sizeof(url)) {
+			snprintf(why, whylen, "seed %d of the list: %s", n + 1,
+			    len == 0 ? "empty" : "too long");
+			return -1;
+		}
+		if (n == max) {
+			snprintf(why, whylen, "more than %d seeds", max);
+			return -1;
+		}
+		memcpy(url, p, len);
+		url[len] = '\0';
+		if (sched_redis_url_parse(url, &t, one, sizeof(one)) == -1) {
+			if (n == 0 && *end == '\0')
+				snprintf(why, whylen, "%s", one);
+			else
+				snprintf(why, whylen, "seed %d of the list: %s",
+				    n + 1, one);
+			return -1;
+		}
+		out[n++] = t;
+		if (*end == '\0')
+			break;
+	}
+	for (i = 0; n > 1 && i < n; i++) {
+		if (out[i].path[0] != '\0')
+			bad = "a list of seeds is for a Redis Cluster: "
+			    "redis:// only";
+		else if (out[i].db != 0)
+			bad = "a Redis Cluster has no database but 0";
+		else if (strcmp(out[i].username, out[0].username) != 0 ||
+		    strcmp(out[i].password, out[0].password) != 0)
+			bad = "every seed needs the same user and password";
+		if (bad != NULL) {
+			snprintf(why, whylen, "seed %d of the list: %s", i + 1,
+			    bad);
+			return -1;
+		}
+	}
+	return n;
 }

@@ -14,6 +14,7 @@ prove which of the two happened."""
 
 import os
 import sys
+import threading
 import zlib
 
 sys.dont_write_bytecode = True
@@ -343,6 +344,103 @@ def _():
     assert dst.cmd("CLUSTER", "COUNTKEYSINSLOT", str(s)) > 0
     assert src.cmd("CLUSTER", "COUNTKEYSINSLOT", str(s)) == 0
     NODES[sh] = dst
+
+
+@t.test("TRYAGAIN while a shard's keys are split between two nodes: pushes"
+        " and cancels wait for the migration and succeed, each once")
+def _():
+    q = unique("q")
+    assert req("PUT", "/v1/topics/" + q, {"mode": "pull"})[0] == 201
+    src, dst = N[2], N[0]
+    sh = [i for i in range(SHARDS) if NODES[i] is src][0]
+    s = slot(shard_tag(NAME, sh))
+    # Due at once (the clock is not moved: the next test's instance has
+    # its own, and its reservations must not look expired to this one).
+    before = [push(q, k, delay_ms=0, bizkey=k)["id"]
+              for k in bizkeys_of(sh, "ta", 8)]
+    keys = src.cmd("CLUSTER", "GETKEYSINSLOT", str(s), "1000")
+    pool = "rd:{%s:%d}:j" % (NAME, sh)
+    assert pool in keys and len(keys) > 2, keys
+    assert dst.cmd("CLUSTER", "SETSLOT", str(s), "IMPORTING", src.id) == "OK"
+    assert src.cmd("CLUSTER", "SETSLOT", str(s), "MIGRATING", dst.id) == "OK"
+    # Every key but the job pool moves: a script on the shard names keys
+    # on both nodes, which Redis refuses (TRYAGAIN) until the pool moves.
+    rest = [k for k in keys if k != pool]
+    assert src.cmd("MIGRATE", "127.0.0.1", str(dst.port), "", "0", "5000",
+                   "KEYS", *rest) == "OK"
+    tried0 = errors(src, "TRYAGAIN") + errors(dst, "TRYAGAIN")
+    done = threading.Event()
+    results = []
+
+    def work():
+        ks = iter(bizkeys_of(sh, "tw", 200))
+        cancel = iter(before[:4])
+        while True:
+            last = done.is_set()
+            k = next(ks)
+            st, _, j = req("POST", "/v1/topics/%s/jobs" % q,
+                           {"body": k, "delay_ms": 0, "bizkey": k})
+            results.append(("push", st, j.get("id") if st in (200, 201)
+                            else j))
+            i = next(cancel, None)
+            if i is not None:
+                st, _, j = req("DELETE", "/v1/jobs/" + i)
+                results.append(("cancel", st, i))
+            if last and i is None:
+                return
+    th = threading.Thread(target=work)
+    th.start()
+    try:
+        harness.wait_for(lambda: errors(src, "TRYAGAIN") +
+                         errors(dst, "TRYAGAIN") > tried0,
+                         what="Redis answering TRYAGAIN")
+        assert results == [], results
+        assert src.cmd("MIGRATE", "127.0.0.1", str(dst.port), pool, "0",
+                       "5000") == "OK"
+        for n in N:
+            assert n.cmd("CLUSTER", "SETSLOT", str(s), "NODE",
+                         dst.id) == "OK"
+    finally:
+        done.set()
+        th.join()
+    NODES[sh] = dst
+    bad = [x for x in results if x[1] not in (200, 201, 204)]
+    assert not bad, bad
+    pushed = [x[2] for x in results if x[0] == "push"]
+    cancelled = [x[2] for x in results if x[0] == "cancel"]
+    assert len(set(pushed)) == len(pushed) and len(cancelled) == 4, results
+    assert all(state(i)["state"] == "cancelled" for i in cancelled)
+    want = before[4:] + pushed
+    assert sorted(take_all(q, len(want))) == sorted(want)
+    st, _, c = req("GET", "/v1/topics/" + q)
+    assert c["counts"]["delivered"] == len(want) and \
+        c["counts"]["cancelled"] == 4, (c["counts"], len(want))
+    assert src.cmd("CLUSTER", "COUNTKEYSINSLOT", str(s)) == 0
+
+
+@t.test("a seed that is down: the next one in redis.url finds the cluster")
+def _():
+    dead = harness.free_port()
+    d3 = harness.Retryd(redis="redis://127.0.0.1:%d/0,redis://127.0.0.1:%d"
+                        % (dead, N[1].port),
+                        config={"debug": {"fake_clock": True},
+                                "scheduler": {"lease": "1s"}})
+    d3.wait_ready()
+    q = unique("q")
+    assert req("PUT", "/v1/topics/" + q, {"mode": "pull"}, d=d3)[0] == 201
+    ids = [push(q, i, d=d3, delay_ms=0)["id"] for i in range(16)]
+    got = []
+    while len(got) < 16:
+        st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q,
+                       d=d3)
+        assert st == 200, (st, j)
+        st, _, a = req("POST", "/v1/jobs/%s/ack" % j["id"],
+                       {"token": j["token"]}, d=d3)
+        assert st == 200, a
+        got.append(j["id"])
+    assert sorted(got) == sorted(ids)
+    assert "127.0.0.1:%d" % dead in d3.log(), "the dead seed never tried"
+    d3.stop()
 
 
 @t.test("two instances on the cluster split the shard leases")

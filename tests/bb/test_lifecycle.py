@@ -115,6 +115,42 @@ for _line, _rx in CONFIG_ERRORS:
     t.run("retryd -n -c: %s -> exit 2, FILE:5: reason" % _line, _check)
 
 
+# redis.url: one URL or a comma-separated list of a cluster's seeds.
+REDIS_URL_ERRORS = [
+    ("redis://127.0.0.1:1,,redis://127.0.0.1:2",
+     r"redis\.url: seed 2 of the list: empty"),
+    ("redis://127.0.0.1:1,", r"redis\.url: seed 2 of the list: empty"),
+    ("redis://127.0.0.1:1,unix:///r.sock",
+     r"redis\.url: seed 2 of the list: .*redis:// only"),
+    ("redis://:a@127.0.0.1:1,redis://:b@127.0.0.1:2",
+     r"redis\.url: seed 2 of the list: .*same user and password"),
+    ("redis://127.0.0.1:1/3,redis://127.0.0.1:2",
+     r"redis\.url: seed 1 of the list: .*database"),
+    ("redis://127.0.0.1:0", r"redis\.url: bad port"),
+]
+
+for _url, _rx in REDIS_URL_ERRORS:
+    def _check(url=_url, rx=_rx):
+        text = bad_at_line5('redis: { url = "%s"; };' % url).replace(
+            'redis: { url = "redis://127.0.0.1:1/0"; };', "# no redis")
+        path, rc, err = check_file(text)
+        assert rc == 2, "exit %r, stderr %r" % (rc, err)
+        hits = [x for x in err.splitlines() if "%s:5:" % path in x]
+        assert any(re.search(rx, x) for x in hits), (rx, err)
+        assert ":a@" not in err, "a password repeated: %r" % err
+    t.run("retryd -n -c: redis.url %s -> exit 2, FILE:5: reason" % _url,
+          _check)
+
+
+@t.test("retryd -n -c accepts a list of seeds")
+def _():
+    text = bad_at_line5('redis: { url = "redis://127.0.0.1:1 , '
+                        'redis://[::1]:2/0,redis://h"; };').replace(
+        'redis: { url = "redis://127.0.0.1:1/0"; };', "# no redis")
+    path, rc, err = check_file(text)
+    assert rc == 0, (rc, err)
+
+
 # -- running ----------------------------------------------------------------
 
 @t.test("env overrides, no -c: /healthz 200, /readyz 200, instance in log")
@@ -139,6 +175,19 @@ def _():
     with harness.Retryd(redis=dead, env={"RETRYD_REDIS_URL": redis.url}) \
             as rd:
         rd.wait_ready()
+
+
+@t.test("seeds listed for a single Redis: refused, said, never ready")
+def _():
+    # Two URLs naming one Redis that is not a cluster: the list is for a
+    # cluster's seeds, so retryd uses neither rather than guess.
+    url = "%s,redis://127.0.0.1:%d/0" % (redis.url, redis.port)
+    with harness.Retryd(redis=url) as rd:
+        rd.wait_log(r"redis\.url lists 2 seeds but 127\.0\.0\.1:%d is "
+                    r"not a Redis Cluster" % redis.port)
+        st, _, body = rd.request("GET", "/readyz")
+        assert st == 503, (st, body)
+        assert rd.alive()
 
 
 @t.test("with a config file: /healthz and /readyz answer 200")

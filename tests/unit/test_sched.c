@@ -1446,6 +1446,77 @@ test_conn_url(void **state)
 	    sizeof(why)), -1);
 }
 
+static void
+test_conn_seeds(void **state)
+{
+	struct redis_target t[SCHED_SEEDS_MAX];
+	static const struct {
+		const char	*list;
+		const char	*why;
+	} bad[] = {
+		{ "", "empty Redis URL" },
+		{ "redis://a:1,", "seed 2 of the list: empty" },
+		{ ",redis://a:1", "seed 1 of the list: empty" },
+		{ "redis://a:1,,redis://b:2", "seed 2 of the list: empty" },
+		{ "redis://a:1, ", "seed 2 of the list: empty" },
+		{ "redis://a:1,redis://b:0", "seed 2 of the list: bad port" },
+		{ "redis://a:1,http://b", "seed 2 of the list: Redis URL must "
+		    "start with redis:// or unix://" },
+		{ "redis://a:1,rediss://b", "seed 2 of the list: TLS "
+		    "(rediss://) is not supported" },
+		{ "redis://a:1,unix:///r.sock", "seed 2 of the list: a list "
+		    "of seeds is for a Redis Cluster: redis:// only" },
+		{ "redis://a:1/2,redis://b", "seed 1 of the list: a Redis "
+		    "Cluster has no database but 0" },
+		{ "redis://:p@a,redis://:q@b", "seed 2 of the list: every "
+		    "seed needs the same user and password" },
+		{ "redis://u:p@a,redis://:p@b", "seed 2 of the list: every "
+		    "seed needs the same user and password" },
+		{ "redis://h:0", "bad port" },
+	};
+	char why[256], many[2048];
+	size_t i, n;
+
+	(void)state;
+	/* One URL: as sched_redis_url_parse, a database and unix:// too. */
+	assert_int_equal(sched_redis_seeds_parse("redis://:p%2Cw@h:7000/3", t,
+	    SCHED_SEEDS_MAX, why, sizeof(why)), 1);
+	assert_string_equal(t[0].password, "p,w");
+	assert_int_equal(t[0].db, 3);
+	assert_int_equal(sched_redis_seeds_parse("unix:///r.sock?db=2", t,
+	    SCHED_SEEDS_MAX, why, sizeof(why)), 1);
+	assert_string_equal(t[0].path, "/r.sock");
+	/* A list, blanks around the commas, IPv6, the same credentials. */
+	assert_int_equal(sched_redis_seeds_parse("redis://u:p@a:7001 ,\t"
+	    "redis://u:p@[::1]:7002/0, redis://u:p@c", t, SCHED_SEEDS_MAX,
+	    why, sizeof(why)), 3);
+	assert_string_equal(t[0].host, "a");
+	assert_int_equal(t[0].port, 7001);
+	assert_string_equal(t[1].host, "::1");
+	assert_int_equal(t[1].port, 7002);
+	assert_string_equal(t[2].host, "c");
+	assert_int_equal(t[2].port, 6379);
+	assert_string_equal(t[2].username, "u");
+	assert_string_equal(t[2].password, "p");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		assert_int_equal(sched_redis_seeds_parse(bad[i].list, t,
+		    SCHED_SEEDS_MAX, why, sizeof(why)), -1);
+		assert_string_equal(why, bad[i].why);
+	}
+	/* At most max seeds. */
+	for (i = 0, n = 0; i <= SCHED_SEEDS_MAX; i++)
+		n += (size_t)snprintf(many + n, sizeof(many) - n,
+		    "%sredis://h:%zu", i > 0 ? "," : "", 7000 + i);
+	assert_int_equal(sched_redis_seeds_parse(many, t, SCHED_SEEDS_MAX,
+	    why, sizeof(why)), -1);
+	assert_string_equal(why, "more than 16 seeds");
+	*strrchr(many, ',') = '\0';
+	assert_int_equal(sched_redis_seeds_parse(many, t, SCHED_SEEDS_MAX,
+	    why, sizeof(why)), SCHED_SEEDS_MAX);
+	assert_int_equal(t[SCHED_SEEDS_MAX - 1].port, 7015);
+}
+
 /* ---- burst and memory --------------------------------------------------- */
 
 static long long
@@ -1596,6 +1667,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_url),
+		cmocka_unit_test(test_conn_seeds),
 		cmocka_unit_test(test_cluster_slot),
 		cmocka_unit_test(test_cluster_redirect),
 		/* Real time first: the fake clock cannot be turned off. */
