@@ -3,7 +3,8 @@
  * included), the pool of blocking contexts the scheduler's callers share
  * (a free list per node on a Redis Cluster, with the slot map), and the
  * routed commands and pipelines that send each command to the node serving
- * its key and follow MOVED and ASK (docs/internals/CLUSTER.md).
+ * its key, follow MOVED and ASK and wait out TRYAGAIN (within redis.timeout)
+ * (docs/internals/CLUSTER.md).  The pool's first nodes are redis.url's seeds.
  *
  * Key decision: a context that failed is never reused, and one failure also
  * closes every idle context of its node, because the usual cause (Redis
