@@ -134,17 +134,17 @@ def keys_on(n, tenant):
         tenant, i)))) for i in range(SHARDS) if NODES[i] is n)
 
 
-def take_all(q, want):
-    """Reserves and acks until want jobs came; their ids in order."""
+def take_all(q, want, d=None):
+    """Reserves and acks (on d) until want jobs came; their ids in order."""
     got = []
     while len(got) < want:
-        st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q)
+        st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q, d=d)
         assert st == 200, (st, j, len(got), want)
         st, _, a = req("POST", "/v1/jobs/%s/ack" % j["id"],
-                       {"token": j["token"]})
+                       {"token": j["token"]}, d=d)
         assert st == 200 and a["state"] == "delivered", (st, a)
         got.append(j["id"])
-    st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=0" % q)
+    st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=0" % q, d=d)
     assert st == 204, (st, j)
     return got
 
@@ -279,20 +279,33 @@ def bizkeys_of(shard, prefix, n):
             if zlib.crc32(k.encode()) % SHARDS == shard][:n]
 
 
+def pull_topic():
+    q = unique("q")
+    assert req("PUT", "/v1/topics/" + q, {"mode": "pull"})[0] == 201
+    return q
+
+
+def migrating(q, src, dst, prefix, delay_ms):
+    """8 jobs of q (bizkeys prefix..., delay_ms) on a shard of src whose
+    slot is then set IMPORTING at dst and MIGRATING at src: (shard, slot,
+    job ids, the slot's keys)."""
+    sh = [i for i in range(SHARDS) if NODES[i] is src][0]
+    s = slot(shard_tag(NAME, sh))
+    ids = [push(q, k, delay_ms=delay_ms, bizkey=k)["id"]
+           for k in bizkeys_of(sh, prefix, 8)]
+    assert dst.cmd("CLUSTER", "SETSLOT", str(s), "IMPORTING", src.id) == "OK"
+    assert src.cmd("CLUSTER", "SETSLOT", str(s), "MIGRATING", dst.id) == "OK"
+    return sh, s, ids, src.cmd("CLUSTER", "GETKEYSINSLOT", str(s), "1000")
+
+
 @t.test("a slot migrates mid-flight: ASK while its keys moved, MOVED after;"
         " nothing lost, nothing twice")
 def _():
-    q = unique("q")
-    assert req("PUT", "/v1/topics/" + q, {"mode": "pull"})[0] == 201
     src, dst = N[0], N[1]
-    sh = [i for i in range(SHARDS) if NODES[i] is src][0]
-    s = slot(shard_tag(NAME, sh))
-    inside = [push(q, k, delay_ms=10000, bizkey=k)["id"]
-              for k in bizkeys_of(sh, "in", 8)]
-    ids = inside + [push(q, i, delay_ms=10000)["id"] for i in range(40)]
-    assert dst.cmd("CLUSTER", "SETSLOT", str(s), "IMPORTING", src.id) == "OK"
-    assert src.cmd("CLUSTER", "SETSLOT", str(s), "MIGRATING", dst.id) == "OK"
-    keys = src.cmd("CLUSTER", "GETKEYSINSLOT", str(s), "1000")
+    q = pull_topic()
+    ids = [push(q, i, delay_ms=10000)["id"] for i in range(40)]
+    sh, s, inside, keys = migrating(q, src, dst, "in", 10000)
+    ids = inside + ids
     assert keys, "the slot has no keys"
     assert src.cmd("MIGRATE", "127.0.0.1", str(dst.port), "", "0", "5000",
                    "KEYS", *keys) == "OK"
@@ -349,20 +362,13 @@ def _():
 @t.test("TRYAGAIN while a shard's keys are split between two nodes: pushes"
         " and cancels wait for the migration and succeed, each once")
 def _():
-    q = unique("q")
-    assert req("PUT", "/v1/topics/" + q, {"mode": "pull"})[0] == 201
     src, dst = N[2], N[0]
-    sh = [i for i in range(SHARDS) if NODES[i] is src][0]
-    s = slot(shard_tag(NAME, sh))
     # Due at once (the clock is not moved: the next test's instance has
     # its own, and its reservations must not look expired to this one).
-    before = [push(q, k, delay_ms=0, bizkey=k)["id"]
-              for k in bizkeys_of(sh, "ta", 8)]
-    keys = src.cmd("CLUSTER", "GETKEYSINSLOT", str(s), "1000")
+    q = pull_topic()
+    sh, s, before, keys = migrating(q, src, dst, "ta", 0)
     pool = "rd:{%s:%d}:j" % (NAME, sh)
     assert pool in keys and len(keys) > 2, keys
-    assert dst.cmd("CLUSTER", "SETSLOT", str(s), "IMPORTING", src.id) == "OK"
-    assert src.cmd("CLUSTER", "SETSLOT", str(s), "MIGRATING", dst.id) == "OK"
     # Every key but the job pool moves: a script on the shard names keys
     # on both nodes, which Redis refuses (TRYAGAIN) until the pool moves.
     rest = [k for k in keys if k != pool]
@@ -429,16 +435,7 @@ def _():
     q = unique("q")
     assert req("PUT", "/v1/topics/" + q, {"mode": "pull"}, d=d3)[0] == 201
     ids = [push(q, i, d=d3, delay_ms=0)["id"] for i in range(16)]
-    got = []
-    while len(got) < 16:
-        st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q,
-                       d=d3)
-        assert st == 200, (st, j)
-        st, _, a = req("POST", "/v1/jobs/%s/ack" % j["id"],
-                       {"token": j["token"]}, d=d3)
-        assert st == 200, a
-        got.append(j["id"])
-    assert sorted(got) == sorted(ids)
+    assert sorted(take_all(q, 16, d=d3)) == sorted(ids)
     assert "127.0.0.1:%d" % dead in d3.log(), "the dead seed never tried"
     d3.stop()
 
@@ -470,16 +467,7 @@ def _():
     q = unique("q")
     assert req("PUT", "/v1/topics/" + q, {"mode": "pull"})[0] == 201
     ids = [push(q, i, d=d2, delay_ms=0)["id"] for i in range(16)]
-    got = []
-    while len(got) < 16:
-        st, _, j = req("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q,
-                       d=d2)
-        assert st == 200, (st, j)
-        st, _, a = req("POST", "/v1/jobs/%s/ack" % j["id"],
-                       {"token": j["token"]}, d=d2)
-        assert st == 200, a
-        got.append(j["id"])
-    assert sorted(got) == sorted(ids)
+    assert sorted(take_all(q, 16, d=d2)) == sorted(ids)
     d2.stop()
 
 
