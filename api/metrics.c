@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "conf.h"
 #include "dispatcher/dispatcher.h"
 #include "journal/journal.h"
+#include "scheduler/conn.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/buf.h"
@@ -105,8 +107,9 @@ reg_init(void)
 	    sizeof(latency_bounds_ms[0]), 1000);
 	s_latency = metrics_get(f_latency, NULL);
 	f_redis_err = metrics_family_new(reg, METRICS_COUNTER,
-	    "retryd_redis_errors_total", "Redis commands of the daemon's own "
-	    "(outcomes, counts, chart series) that failed.", NULL, 1);
+	    "retryd_redis_errors_total", "Redis work of this process that "
+	    "failed: connections not made, connections broken, error "
+	    "replies.", NULL, 1);
 	s_redis_err = metrics_get(f_redis_err, NULL);
 }
 
@@ -135,11 +138,16 @@ api_obs_stop(void)
 	pthread_mutex_unlock(&cache_lock);
 }
 
+/*
+ * The API's own failed Redis commands (stats, chart series); the metric
+ * adds the scheduler's (sched_redis_errors) when it is scraped.
+ */
+static atomic_uint_fast64_t api_redis_errors;
+
 void
 api_obs_redis_error(void)
 {
-	reg_ready();
-	metrics_series_add(s_redis_err, 1);
+	atomic_fetch_add_explicit(&api_redis_errors, 1, memory_order_relaxed);
 }
 
 void
@@ -473,6 +481,8 @@ metrics_get_route(struct api_req *req)
 		return;
 	}
 	reg_ready();
+	metrics_series_set(s_redis_err, (int64_t)(atomic_load_explicit(
+	    &api_redis_errors, memory_order_relaxed) + sched_redis_errors()));
 	if (ctx->sched != NULL && ctx->reg != NULL)
 		counts_refresh(ctx);
 	buf_init(&out, RENDER_MAX);

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,27 @@ simple_command(redisContext *c, const char *what, char *why, size_t whylen,
 	return rc;
 }
 
+/*
+ * Failures of our Redis work, for retryd_redis_errors_total: connections
+ * that could not be made, contexts returned broken (an I/O or protocol
+ * error), and error replies to routed commands that were not redirections
+ * or repaired (a script loaded again).
+ */
+static atomic_uint_fast64_t redis_errors;
+
+static void
+count_error(void)
+{
+	atomic_fetch_add_explicit(&redis_errors, 1, memory_order_relaxed);
+}
+
+uint64_t
+sched_redis_errors(void)
+{
+	return (uint64_t)atomic_load_explicit(&redis_errors,
+	    memory_order_relaxed);
+}
+
 redisContext *
 sched_redis_connect(const struct redis_target *t, int64_t timeout_ms,
     char *why, size_t whylen)
@@ -98,6 +120,7 @@ sched_redis_connect(const struct redis_target *t, int64_t timeout_ms,
 		c = redisConnectWithTimeout(t->host, t->port, tv);
 	if (c == NULL) {
 		snprintf(why, whylen, "cannot allocate a Redis context");
+		count_error();
 		return NULL;
 	}
 	if (c->err) {
@@ -137,6 +160,7 @@ sched_redis_connect(const struct redis_target *t, int64_t timeout_ms,
 	return c;
 fail:
 	redisFree(c);
+	count_error();
 	return NULL;
 }
 
@@ -277,6 +301,8 @@ sched_pool_put(struct sched_pool *p, redisContext *c, int broken)
 		return;
 	if (c->err)
 		broken = 1;
+	if (broken)
+		count_error();
 	pthread_mutex_lock(&p->lock);
 	if ((i = node_of_locked(p, c)) < 0) {
 		pthread_mutex_unlock(&p->lock);
@@ -810,8 +836,11 @@ route_exec(struct sched_pool *p, redisContext *c, int *broken, int slot,
 			hops = 0;
 			continue;
 		}
-		if (hops >= SCHED_REDIRECTS_MAX || !redirected(p, r, &rd))
+		if (hops >= SCHED_REDIRECTS_MAX || !redirected(p, r, &rd)) {
+			if (r->type == REDIS_REPLY_ERROR)
+				count_error();
 			return r;
+		}
 		hops++;
 		freeReplyObject(r);
 		r = NULL;

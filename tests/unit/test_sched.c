@@ -1517,6 +1517,48 @@ test_conn_seeds(void **state)
 	assert_int_equal(t[SCHED_SEEDS_MAX - 1].port, 7015);
 }
 
+/*
+ * retryd_redis_errors_total counts the scheduler's failures: a connection
+ * not made, an error reply to a routed command, a context given back
+ * broken; a good command counts nothing.
+ */
+static void
+test_redis_errors_counted(void **state)
+{
+	struct redis_target t;
+	struct sched_pool *p;
+	redisContext *c;
+	redisReply *r;
+	uint64_t e0;
+	char why[256];
+	int broken = 0;
+
+	(void)state;
+	assert_int_equal(sched_redis_url_parse(test_redis.url, &t, why,
+	    sizeof(why)), 0);
+	p = sched_pool_new(&t, 1, 2000, 4);
+	assert_non_null(c = sched_pool_get(p));
+	e0 = sched_redis_errors();
+	r = sched_pool_command(p, c, &broken, NULL, "PING");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	assert_true(sched_redis_errors() == e0);
+	r = sched_pool_command(p, c, &broken, NULL, "NO-SUCH-COMMAND");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ERROR);
+	freeReplyObject(r);
+	assert_int_equal(broken, 0);
+	assert_true(sched_redis_errors() == e0 + 1);
+	sched_pool_put(p, c, 1);
+	assert_true(sched_redis_errors() == e0 + 2);
+	sched_pool_free(p);
+
+	t.port = 1;			/* nobody listens there */
+	assert_null(sched_redis_connect(&t, 500, why, sizeof(why)));
+	assert_true(sched_redis_errors() == e0 + 3);
+}
+
 /* ---- burst and memory --------------------------------------------------- */
 
 static long long
@@ -1721,6 +1763,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_redis_lost, setup,
 		    teardown),
+		/* No instance of its own: nothing else counts meanwhile. */
+		cmocka_unit_test(test_redis_errors_counted),
 		cmocka_unit_test_setup_teardown(test_memory_per_job, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_burst_bounded, setup,
