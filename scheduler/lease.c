@@ -47,8 +47,9 @@ set_why(struct sched *s, const char *why)
 /*
  * Checks the schema marker, writing it on a Redis that never had one for us
  * (or after a loss when no redis_lost hook will rebuild and mark it).  A
- * marker that vanished after we saw it means Redis lost its data: logged,
- * and the redis_lost hook is called once per loss.  force writes it
+ * marker that vanished after we saw it means Redis lost its data: logged
+ * once per loss, and the redis_lost hook is called on every check that
+ * finds it gone until it is written again.  force writes it
  * (sched_mark_schema).  0 when the schema is usable, -1 when refused or on
  * an error.
  */
@@ -58,7 +59,7 @@ sched_schema_check(struct sched *s, redisContext *c, int force, int *broken)
 	char ver[24], shards[24], why[256];
 	const char *argv[5];
 	redisReply *r;
-	int seen, rc = -1, lost = 0, call_hook = 0;
+	int seen, rc = -1, lost = 0, report = 0;
 	long long v = -1, n = -1, written = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -107,7 +108,7 @@ sched_schema_check(struct sched *s, redisContext *c, int force, int *broken)
 	s->why[0] = '\0';
 	if (lost && !s->lost_reported) {
 		s->lost_reported = 1;
-		call_hook = 1;
+		report = 1;
 	}
 	if (r->elements != 0 && !lost) {
 		s->schema_seen = 1;
@@ -116,12 +117,20 @@ sched_schema_check(struct sched *s, redisContext *c, int force, int *broken)
 	if (lost)
 		s->registered_gen++;
 	pthread_mutex_unlock(&s->lock);
-	if (call_hook) {
+	/*
+	 * Logged once per loss, but the hook is told on every check that
+	 * finds the marker gone, until it is back: a check that read the
+	 * marker gone just before a rebuild wrote it again reports the old
+	 * loss after the rebuild, and had it been told only once, a second
+	 * loss before the next check saw the marker would never be told.
+	 * The restore worker takes a request for a Redis whose marker is
+	 * there as nothing to do.
+	 */
+	if (report)
 		log_obj(LOG_LVL_ERROR, NULL, "redis: the schema marker is "
 		    "gone: Redis lost its data");
-		if (s->hooks.redis_lost != NULL)
-			s->hooks.redis_lost(s->hooks.arg);
-	}
+	if (lost && s->hooks.redis_lost != NULL)
+		s->hooks.redis_lost(s->hooks.arg);
 	rc = 0;
 	goto out;
 refuse:

@@ -1345,6 +1345,47 @@ test_redis_lost(void **state)
 	freeReplyObject(r);
 }
 
+static uint64_t
+nlost(struct fx *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->rec.lock);
+	n = f->rec.nlost;
+	pthread_mutex_unlock(&f->rec.lock);
+	return n;
+}
+
+/*
+ * Until the marker is written again, every check that finds it gone tells
+ * the redis_lost hook, not only the first: a report of an old loss that
+ * arrives after its rebuild must not hide the next loss.
+ */
+static void
+test_redis_lost_told_until_marked(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	uint64_t n;
+
+	f->rec.mark_on_lost = 0;
+	flush_redis(&test_redis);
+	kick_wait(s);
+	assert_true(wait_for(lost_cond, &f->rec, T_DEADLINE_MS));
+	n = nlost(f);
+	kick_wait(s);
+	assert_true(nlost(f) > n);
+	assert_int_equal(sched_mark_schema(s), SCHED_OK);
+	kick_wait(s);
+	n = nlost(f);
+	kick_wait(s);
+	assert_true(nlost(f) == n);
+	/* Lost again: told again. */
+	flush_redis(&test_redis);
+	kick_wait(s);
+	assert_true(nlost(f) > n);
+}
+
 /* Slots as CLUSTER KEYSLOT of Redis 7 answers them. */
 static void
 test_cluster_slot(void **state)
@@ -1763,6 +1804,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_redis_lost, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_redis_lost_told_until_marked, setup, teardown),
 		/* No instance of its own: nothing else counts meanwhile. */
 		cmocka_unit_test(test_redis_errors_counted),
 		cmocka_unit_test_setup_teardown(test_memory_per_job, setup,
