@@ -1014,17 +1014,27 @@ int
 sched_pipe_append(struct sched_pipe *q, const char *key, const char *fmt, ...)
 {
 	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = sched_pipe_vappend(q, key, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int
+sched_pipe_vappend(struct sched_pipe *q, const char *key, const char *fmt,
+    va_list ap)
+{
 	char *cmd;
 	int len, rc;
 
-	va_start(ap, fmt);
 	if (!q->cluster)
 		rc = redisvAppendCommand(q->c, fmt, ap);
 	else {
 		len = redisvFormatCommand(&cmd, fmt, ap);
 		rc = pipe_add(q, key, key != NULL ? strlen(key) : 0, cmd, len);
 	}
-	va_end(ap);
 	return rc == REDIS_OK ? 0 : -1;
 }
 

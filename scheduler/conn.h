@@ -155,6 +155,8 @@ struct sched_pipe;
 struct sched_pipe *sched_pipe_new(struct sched_pool *p, redisContext *c);
 int	sched_pipe_append(struct sched_pipe *q, const char *key,
 	    const char *fmt, ...);
+int	sched_pipe_vappend(struct sched_pipe *q, const char *key,
+	    const char *fmt, va_list ap);
 int	sched_pipe_append_argv(struct sched_pipe *q, const char *key,
 	    size_t keylen, int argc, const char **argv, const size_t *lens);
 int	sched_pipe_getreply(struct sched_pipe *q, void **reply);

@@ -631,12 +631,48 @@ registry_tenant_create(struct registry *reg, const char *name,
 	return err;
 }
 
+/*
+ * Two commands on the registry's keys in one round trip, both formatted
+ * with the same arguments (after fmt2).  REG_OK with both replies (the
+ * caller frees them), or REG_EUNAVAIL with neither.
+ */
+static enum reg_err
+fetch_two(struct registry *reg, redisReply **r1, redisReply **r2,
+    const char *fmt1, const char *fmt2, ...)
+{
+	redisContext *c;
+	struct sched_pipe *q;
+	va_list ap;
+
+	*r1 = *r2 = NULL;
+	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
+		return REG_EUNAVAIL;
+	q = sched_pipe_new(reg->pool, c);
+	va_start(ap, fmt2);
+	sched_pipe_vappend(q, P, fmt1, ap);
+	va_end(ap);
+	va_start(ap, fmt2);
+	sched_pipe_vappend(q, P, fmt2, ap);
+	va_end(ap);
+	if (sched_pipe_getreply(q, (void **)r1) != REDIS_OK ||
+	    sched_pipe_getreply(q, (void **)r2) != REDIS_OK) {
+		log_warnx("registry: redis: %s", c->errstr);
+		sched_pipe_free(q);
+		sched_pool_put(reg->pool, c, 1);
+		if (*r1 != NULL)
+			freeReplyObject(*r1);
+		*r1 = NULL;
+		return REG_EUNAVAIL;
+	}
+	sched_pipe_free(q);
+	sched_pool_put(reg->pool, c, 0);
+	return REG_OK;
+}
+
 enum reg_err
 registry_tenant_get(struct registry *reg, const char *name,
     struct registry_tenant *out)
 {
-	redisContext *c;
-	struct sched_pipe *q;
 	redisReply *r1 = NULL, *r2 = NULL;
 	struct centry *e;
 	enum reg_err err = REG_EINTERNAL;
@@ -655,22 +691,10 @@ registry_tenant_get(struct registry *reg, const char *name,
 	}
 	pthread_mutex_unlock(&reg->lock);
 
-	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
-		return REG_EUNAVAIL;
-	q = sched_pipe_new(reg->pool, c);
-	sched_pipe_append(q, P, "HMGET " P "tenant:%s created_ms max_pending",
-	    name);
-	sched_pipe_append(q, P, "HLEN " P "tkeys:%s", name);
-	if (sched_pipe_getreply(q, (void **)&r1) != REDIS_OK ||
-	    sched_pipe_getreply(q, (void **)&r2) != REDIS_OK) {
-		log_warnx("registry: redis: %s", c->errstr);
-		sched_pipe_free(q);
-		sched_pool_put(reg->pool, c, 1);
-		err = REG_EUNAVAIL;
+	if ((err = fetch_two(reg, &r1, &r2, "HMGET " P "tenant:%s created_ms "
+	    "max_pending", "HLEN " P "tkeys:%s", name)) != REG_OK)
 		goto out;
-	}
-	sched_pipe_free(q);
-	sched_pool_put(reg->pool, c, 0);
+	err = REG_EINTERNAL;
 	if (r1->type != REDIS_REPLY_ARRAY || r1->elements != 2) {
 		log_warnx("registry: unexpected reply to HMGET");
 		goto out;
@@ -1013,27 +1037,14 @@ static enum reg_err
 topic_fetch(struct registry *reg, const char *tenant, const char *topic,
     struct registry_topic **out)
 {
-	redisContext *c;
-	struct sched_pipe *q;
 	redisReply *r1 = NULL, *r2 = NULL;
 	enum reg_err err = REG_EINTERNAL;
 
 	*out = NULL;
-	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
-		return REG_EUNAVAIL;
-	q = sched_pipe_new(reg->pool, c);
-	sched_pipe_append(q, P, "HGET " P "topics:%s %s", tenant, topic);
-	sched_pipe_append(q, P, "HGET " P "topicc:%s %s", tenant, topic);
-	if (sched_pipe_getreply(q, (void **)&r1) != REDIS_OK ||
-	    sched_pipe_getreply(q, (void **)&r2) != REDIS_OK) {
-		log_warnx("registry: redis: %s", c->errstr);
-		sched_pipe_free(q);
-		sched_pool_put(reg->pool, c, 1);
-		err = REG_EUNAVAIL;
+	if ((err = fetch_two(reg, &r1, &r2, "HGET " P "topics:%s %s",
+	    "HGET " P "topicc:%s %s", tenant, topic)) != REG_OK)
 		goto out;
-	}
-	sched_pipe_free(q);
-	sched_pool_put(reg->pool, c, 0);
+	err = REG_EINTERNAL;
 	if (r1->type == REDIS_REPLY_NIL)
 		err = REG_ENOTFOUND;
 	else if (r1->type == REDIS_REPLY_STRING) {
@@ -1151,8 +1162,6 @@ registry_topic_list(struct registry *reg, const char *tenant,
     struct registry_topic ***out, size_t *n)
 {
 	struct registry_topic **v = NULL, *t;
-	redisContext *c;
-	struct sched_pipe *q;
 	redisReply *r1 = NULL, *r2 = NULL;
 	enum reg_err err = REG_EINTERNAL;
 	const redisReply *cr;
@@ -1160,21 +1169,10 @@ registry_topic_list(struct registry *reg, const char *tenant,
 
 	*out = NULL;
 	*n = 0;
-	if ((c = sched_pool_get_key(reg->pool, P)) == NULL)
-		return REG_EUNAVAIL;
-	q = sched_pipe_new(reg->pool, c);
-	sched_pipe_append(q, P, "HGETALL " P "topics:%s", tenant);
-	sched_pipe_append(q, P, "HGETALL " P "topicc:%s", tenant);
-	if (sched_pipe_getreply(q, (void **)&r1) != REDIS_OK ||
-	    sched_pipe_getreply(q, (void **)&r2) != REDIS_OK) {
-		log_warnx("registry: redis: %s", c->errstr);
-		sched_pipe_free(q);
-		sched_pool_put(reg->pool, c, 1);
-		err = REG_EUNAVAIL;
+	if ((err = fetch_two(reg, &r1, &r2, "HGETALL " P "topics:%s",
+	    "HGETALL " P "topicc:%s", tenant)) != REG_OK)
 		goto out;
-	}
-	sched_pipe_free(q);
-	sched_pool_put(reg->pool, c, 0);
+	err = REG_EINTERNAL;
 	if (r1->type != REDIS_REPLY_ARRAY || r2->type != REDIS_REPLY_ARRAY)
 		goto out;
 	if (r1->elements > 0)
