@@ -29,6 +29,7 @@
 #include "scheduler/registry.h"
 #include "util/clock.h"
 #include "util/crypto.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define API_KEY_MAXLEN		512
@@ -51,18 +52,6 @@ api_body_limit(void *arg)
 {
 	(void)arg;
 	return (size_t)CONF_GET(limit_request_body);
-}
-
-static uint32_t
-rate_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
 }
 
 static void
@@ -90,7 +79,7 @@ static int64_t
 rate_take(const char *key, int64_t rate)
 {
 	struct rate_entry *e;
-	uint32_t b = rate_hash(key) % RATE_BUCKETS;
+	uint32_t b = str_hash(STR_HASH_INIT, key) % RATE_BUCKETS;
 	int64_t now = clock_mono_us(), wait = 0;
 
 	pthread_mutex_lock(&rate_lock);

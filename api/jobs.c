@@ -56,6 +56,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define QUOTA_TTL_US		100000
@@ -423,11 +424,8 @@ static struct quota_entry *
 quota_find_locked(const char *tenant, int create)
 {
 	struct quota_entry *e;
-	uint32_t h = 2166136261u;
-	const char *p;
+	uint32_t h = str_hash(STR_HASH_INIT, tenant);
 
-	for (p = tenant; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
 	for (e = quota_table[h % QUOTA_BUCKETS]; e != NULL; e = e->next)
 		if (strcmp(e->tenant, tenant) == 0)
 			return e;

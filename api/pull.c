@@ -42,6 +42,7 @@
 #include "scheduler/sched.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define PULL_BUCKETS		1024
@@ -162,15 +163,8 @@ heap_remove(struct waiter *w)
 static uint32_t
 key_hash(const char *tenant, const char *topic)
 {
-	uint32_t h = 2166136261u;
-	const char *p;
-
-	for (p = tenant; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	h = (h ^ '\n') * 16777619u;
-	for (p = topic; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return h;
+	return str_hash(str_hash(str_hash(STR_HASH_INIT, tenant), "\n"),
+	    topic);
 }
 
 static struct wlist *

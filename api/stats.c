@@ -42,6 +42,7 @@
 #include "schedules/schedule.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define STATS_MINUTE_MS		60000
@@ -101,15 +102,11 @@ stripes_init(void)
 static uint32_t
 entry_hash(const char *tenant, const char *topic, int64_t minute)
 {
-	uint32_t h = 2166136261u;
-	const char *p;
+	uint32_t h;
 
-	for (p = tenant; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	h = (h ^ 0xffu) * 16777619u;
-	for (p = topic; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return (h ^ (uint32_t)minute) * 16777619u;
+	h = str_hash(str_hash(str_hash(STR_HASH_INIT, tenant), "\xff"),
+	    topic);
+	return (h ^ (uint32_t)minute) * STR_HASH_PRIME;
 }
 
 /* The entry, made if new; NULL (counted) when the table is full. */

@@ -34,6 +34,7 @@
 #include "util/clock.h"
 #include "util/crypto.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define P			"rd:{registry}:"
@@ -300,16 +301,11 @@ out:
 /* ------------------------------------------------------------------ */
 /* The cache */
 
+/* The cache bucket of key. */
 static uint32_t
-hash_str(const char *s)
+bucket_of(const char *key)
 {
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
+	return str_hash(STR_HASH_INIT, key) % CACHE_BUCKETS;
 }
 
 static void
@@ -352,7 +348,7 @@ cache_find_locked(struct registry *reg, const char *key)
 {
 	struct centry *e;
 
-	for (e = reg->bucket[hash_str(key) % CACHE_BUCKETS]; e != NULL;
+	for (e = reg->bucket[bucket_of(key)]; e != NULL;
 	    e = e->next)
 		if (strcmp(e->key, key) == 0)
 			return e;
@@ -364,7 +360,7 @@ static void
 cache_put(struct registry *reg, struct centry *e)
 {
 	struct centry **pp, *old;
-	uint32_t b = hash_str(e->key) % CACHE_BUCKETS;
+	uint32_t b = bucket_of(e->key);
 
 	e->expires_mono_us = clock_mono_us() + reg->ttl_us;
 	pthread_mutex_lock(&reg->lock);
@@ -378,7 +374,7 @@ cache_put(struct registry *reg, struct centry *e)
 		}
 	if (reg->nentries >= CACHE_MAX_ENTRIES)
 		cache_clear_locked(reg);
-	b = hash_str(e->key) % CACHE_BUCKETS;
+	b = bucket_of(e->key);
 	e->next = reg->bucket[b];
 	reg->bucket[b] = e;
 	reg->nentries++;
@@ -412,7 +408,7 @@ cache_drop(struct registry *reg, const char *key)
 	struct centry **pp, *e;
 
 	pthread_mutex_lock(&reg->lock);
-	for (pp = &reg->bucket[hash_str(key) % CACHE_BUCKETS];
+	for (pp = &reg->bucket[bucket_of(key)];
 	    (e = *pp) != NULL; pp = &e->next)
 		if (strcmp(e->key, key) == 0) {
 			*pp = e->next;

@@ -49,3 +49,11 @@ str_pct_decode(const char *s, size_t n, char *out, size_t outlen)
 	out[o] = '\0';
 	return 0;
 }
+
+uint32_t
+str_hash(uint32_t h, const char *s)
+{
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * STR_HASH_PRIME;
+	return h;
+}

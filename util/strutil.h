@@ -1,12 +1,14 @@
 /*
  * strutil.h - small string helpers shared by the URL and path parsers:
- * hex digits and percent-decoding.  Decoding refuses "%00" so a NUL can
- * never be smuggled into a C string through an escape.
+ * hex digits and percent-decoding; and the string hash of the in-memory
+ * tables.  Decoding refuses "%00" so a NUL can never be smuggled into a C
+ * string through an escape.
  */
 #ifndef RETRYD_UTIL_STRUTIL_H
 #define RETRYD_UTIL_STRUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The value of hex digit c (either case), or -1. */
 int	str_hexval(int c);
@@ -15,5 +17,15 @@ int	str_hexval(int c);
  * a bad or truncated escape, an escaped NUL, or an out too small.
  */
 int	str_pct_decode(const char *s, size_t n, char *out, size_t outlen);
+
+/* FNV-1a, 32 bits: the start value and the prime. */
+#define STR_HASH_INIT	2166136261u
+#define STR_HASH_PRIME	16777619u
+/*
+ * The FNV-1a hash h carried on over the bytes of s (start with
+ * STR_HASH_INIT; chain calls to hash several strings).  For hash tables,
+ * not for anything an attacker must not steer.
+ */
+uint32_t str_hash(uint32_t h, const char *s);
 
 #endif

@@ -207,6 +207,18 @@ test_pct_decode(void **state)
 	assert_int_equal(str_hexval('G'), -1);
 }
 
+/* FNV-1a 32-bit reference values; chaining equals hashing the whole. */
+static void
+test_str_hash(void **state)
+{
+	(void)state;
+	assert_int_equal(str_hash(STR_HASH_INIT, ""), 0x811c9dc5u);
+	assert_int_equal(str_hash(STR_HASH_INIT, "a"), 0xe40c292cu);
+	assert_int_equal(str_hash(STR_HASH_INIT, "foobar"), 0xbf9cf968u);
+	assert_int_equal(str_hash(str_hash(STR_HASH_INIT, "foo"), "bar"),
+	    str_hash(STR_HASH_INIT, "foobar"));
+}
+
 static void
 test_clock_fake(void **state)
 {
@@ -873,6 +885,7 @@ main(void)
 		cmocka_unit_test(test_buf_printf),
 		cmocka_unit_test(test_buf_steal),
 		cmocka_unit_test(test_pct_decode),
+		cmocka_unit_test(test_str_hash),
 		cmocka_unit_test(test_clock_fake),
 		cmocka_unit_test(test_log_level_parse),
 		cmocka_unit_test(test_xmalloc),
