@@ -673,29 +673,41 @@ out:
 	return e;
 }
 
+/* reserve.lua's ARGV, for the blocking call and the pipelined one. */
+struct reserve_argv {
+	char		 cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
+	const char	*args[6];
+};
+
+static void
+reserve_argv(struct reserve_argv *a, const char *tenant, int shard,
+    const char *topic, int n, int64_t ttr_ms, int own_ttr)
+{
+	lld(a->cnt, n);
+	lld(a->ttr, ttr_ms);
+	token_base(a->base);
+	sched_tag(a->tag, tenant, shard);
+	a->args[0] = topic;
+	a->args[1] = a->cnt;
+	a->args[2] = a->base;
+	a->args[3] = a->ttr;
+	a->args[4] = own_ttr ? "1" : "0";
+	a->args[5] = a->tag;
+}
+
 enum sched_err
 sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
     int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr,
     struct sched_job ***jobs, size_t *njobs, int *broken)
 {
-	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
-	const char *args[6];
+	struct reserve_argv a;
 	redisReply *r = NULL;
 	enum sched_err e;
 
 	*jobs = NULL;
 	*njobs = 0;
-	lld(cnt, n);
-	lld(ttr, ttr_ms);
-	token_base(base);
-	args[0] = topic;
-	args[1] = cnt;
-	args[2] = base;
-	args[3] = ttr;
-	args[4] = own_ttr ? "1" : "0";
-	sched_tag(tag, tenant, shard);
-	args[5] = tag;
-	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6, args,
+	reserve_argv(&a, tenant, shard, topic, n, ttr_ms, own_ttr);
+	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6, a.args,
 	    NULL, &r, broken);
 	if (e != SCHED_OK)
 		return e;
@@ -706,21 +718,11 @@ int
 sched_st_reserve_append(struct sched *s, struct sched_pipe *q, const char *tenant,
     int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr)
 {
-	char cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
-	const char *args[6];
+	struct reserve_argv a;
 
-	lld(cnt, n);
-	lld(ttr, ttr_ms);
-	token_base(base);
-	args[0] = topic;
-	args[1] = cnt;
-	args[2] = base;
-	args[3] = ttr;
-	args[4] = own_ttr ? "1" : "0";
-	sched_tag(tag, tenant, shard);
-	args[5] = tag;
+	reserve_argv(&a, tenant, shard, topic, n, ttr_ms, own_ttr);
 	return append(s, q, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6,
-	    args, NULL);
+	    a.args, NULL);
 }
 
 enum sched_err
