@@ -141,6 +141,12 @@ void	api_journal_refused(struct api_req *req, const char *tenant,
 int	api_quota_take(struct api_req *req, const char *tenant, size_t n);
 /* Give back room taken for jobs that were not created. */
 void	api_quota_refund(const char *tenant, size_t n);
+/*
+ * Cancels the tenant's job id and gives its quota back: 0, or -1 after
+ * answering the error (409 job_finished naming field, which may be NULL;
+ * 404 and the others as api_sched_error).
+ */
+int	api_cancel_job(struct api_req *req, const char *id, const char *field);
 /* The cursor query argument (bounded, printable); "" when absent. */
 int	api_query_cursor(struct api_req *req, const char **out);
 

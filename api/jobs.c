@@ -1178,25 +1178,32 @@ reply_job_now(struct api_req *req, const char *id)
 	sched_job_free(job);
 }
 
-static void
-job_cancel(struct api_req *req)
+int
+api_cancel_job(struct api_req *req, const char *id, const char *field)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	enum sched_err e;
 
-	if (api_check_job_id(req, req->param[0]) == -1)
-		return;
-	e = sched_cancel(ctx->sched, req->tenant, req->param[0]);
+	e = sched_cancel(ctx->sched, req->tenant, id);
 	if (e == SCHED_ECONFLICT) {
-		api_error(req, 409, "job_finished", NULL,
+		api_error(req, 409, "job_finished", field,
 		    "the job is finished already");
-		return;
+		return -1;
 	}
 	if (e != SCHED_OK) {
 		api_sched_error(req, e, "job");
-		return;
+		return -1;
 	}
 	api_quota_refund(req->tenant, 1);
+	return 0;
+}
+
+static void
+job_cancel(struct api_req *req)
+{
+	if (api_check_job_id(req, req->param[0]) == -1 ||
+	    api_cancel_job(req, req->param[0], NULL) == -1)
+		return;
 	api_reply_empty(req, 204);
 }
 

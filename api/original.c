@@ -96,24 +96,11 @@ query_id(struct api_req *req, const char **id)
 static void
 delete(struct api_req *req)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	const char *id;
-	enum sched_err e;
 	json_object *o;
 
-	if (query_id(req, &id) == -1)
+	if (query_id(req, &id) == -1 || api_cancel_job(req, id, "id") == -1)
 		return;
-	e = sched_cancel(ctx->sched, req->tenant, id);
-	if (e == SCHED_ECONFLICT) {
-		api_error(req, 409, "job_finished", "id",
-		    "the job is finished already");
-		return;
-	}
-	if (e != SCHED_OK) {
-		api_sched_error(req, e, "job");
-		return;
-	}
-	api_quota_refund(req->tenant, 1);
 	o = json_object_new_object();
 	json_object_object_add(o, "id", json_object_new_string(id));
 	json_object_object_add(o, "state", json_object_new_string("cancelled"));
