@@ -527,8 +527,8 @@ registry_vcmd(struct registry *reg, enum reg_err *err, const char *fmt,
 	return r;
 }
 
-static redisReply *
-rcmd(struct registry *reg, enum reg_err *err, const char *fmt, ...)
+redisReply *
+registry_cmd(struct registry *reg, enum reg_err *err, const char *fmt, ...)
 {
 	redisReply *r;
 	va_list ap;
@@ -611,8 +611,8 @@ registry_tenant_create(struct registry *reg, const char *name,
 	make_key_id(key_id);
 	snprintf(now, sizeof(now), "%" PRId64, now_ms);
 	snprintf(maxp, sizeof(maxp), "%" PRId64, max_pending);
-	r = rcmd(reg, &err, "EVAL %s 7 " P "tenants " P "tenant:%s " P "keys "
-	    P "tkeys:%s " P "topics:%s " P "topicc:%s " P "version "
+	r = registry_cmd(reg, &err, "EVAL %s 7 " P "tenants " P "tenant:%s "
+	    P "keys " P "tkeys:%s " P "topics:%s " P "topicc:%s " P "version "
 	    "%s %s %s %s %s", LUA_TENANT_CREATE, name, name, name, name,
 	    name, now, maxp, hash, key_id);
 	if (r == NULL)
@@ -732,7 +732,7 @@ registry_tenant_list(struct registry *reg, struct registry_tenant **out,
 
 	*out = NULL;
 	*n = 0;
-	if ((r = rcmd(reg, &err, "SMEMBERS " P "tenants")) == NULL)
+	if ((r = registry_cmd(reg, &err, "SMEMBERS " P "tenants")) == NULL)
 		return err;
 	if (r->type != REDIS_REPLY_ARRAY) {
 		freeReplyObject(r);
@@ -776,8 +776,8 @@ registry_tenant_set_max_pending(struct registry *reg, const char *name,
 	if (max_pending < 0)
 		return REG_EINVAL;
 	snprintf(maxp, sizeof(maxp), "%" PRId64, max_pending);
-	r = rcmd(reg, &err, "EVAL %s 2 " P "tenants " P "tenant:%s %s %s",
-	    LUA_SET_MAX_PENDING, name, name, maxp);
+	r = registry_cmd(reg, &err, "EVAL %s 2 " P "tenants " P "tenant:%s "
+	    "%s %s", LUA_SET_MAX_PENDING, name, name, maxp);
 	if (r == NULL)
 		return err;
 	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;
@@ -802,8 +802,9 @@ registry_tenant_delete(struct registry *reg, const char *name)
 	redisReply *r;
 	enum reg_err err;
 
-	r = rcmd(reg, &err, "EVAL %s 6 " P "tenants " P "tenant:%s " P "keys "
-	    P "tkeys:%s " P "topics:%s " P "topicc:%s %s", LUA_TENANT_DELETE,
+	r = registry_cmd(reg, &err, "EVAL %s 6 " P "tenants " P "tenant:%s "
+	    P "keys " P "tkeys:%s " P "topics:%s " P "topicc:%s %s",
+	    LUA_TENANT_DELETE,
 	    name, name, name, name, name);
 	if (r == NULL)
 		return err;
@@ -834,7 +835,7 @@ registry_key_create(struct registry *reg, const char *tenant, int64_t now_ms,
 	for (tries = 0; tries < 5; tries++) {
 		make_key(api_key, hash);
 		make_key_id(key_id);
-		r = rcmd(reg, &err, "EVAL %s 3 " P "tenants " P "keys "
+		r = registry_cmd(reg, &err, "EVAL %s 3 " P "tenants " P "keys "
 		    P "tkeys:%s %s %s %s %s", LUA_KEY_CREATE, tenant, tenant,
 		    hash, key_id, now);
 		if (r == NULL)
@@ -884,7 +885,8 @@ registry_key_list(struct registry *reg, const char *tenant,
 	*n = 0;
 	if ((err = registry_tenant_get(reg, tenant, &t)) != REG_OK)
 		return err;
-	if ((r = rcmd(reg, &err, "HGETALL " P "tkeys:%s", tenant)) == NULL)
+	if ((r = registry_cmd(reg, &err, "HGETALL " P "tkeys:%s",
+	    tenant)) == NULL)
 		return err;
 	if (r->type != REDIS_REPLY_ARRAY) {
 		freeReplyObject(r);
@@ -926,7 +928,7 @@ registry_key_revoke(struct registry *reg, const char *tenant,
 	redisReply *r;
 	enum reg_err err;
 
-	r = rcmd(reg, &err, "EVAL %s 2 " P "tkeys:%s " P "keys %s",
+	r = registry_cmd(reg, &err, "EVAL %s 2 " P "tkeys:%s " P "keys %s",
 	    LUA_KEY_REVOKE, tenant, key_id);
 	if (r == NULL)
 		return err;
@@ -966,7 +968,7 @@ registry_key_lookup(struct registry *reg, const char *api_key,
 	}
 	pthread_mutex_unlock(&reg->lock);
 
-	if ((r = rcmd(reg, &err, "HGET " P "keys %s", hex)) == NULL)
+	if ((r = registry_cmd(reg, &err, "HGET " P "keys %s", hex)) == NULL)
 		return err;
 	e = centry_new(CE_KEY, hex, NULL);
 	if (r->type == REDIS_REPLY_STRING &&
@@ -1008,7 +1010,7 @@ registry_topic_put(struct registry *reg, struct registry_topic *t,
 	t->updated_ms = now_ms;
 	json = registry_topic_json(t);
 	snprintf(now, sizeof(now), "%" PRId64, now_ms);
-	r = rcmd(reg, &err, "EVAL %s 3 " P "tenants " P "topics:%s "
+	r = registry_cmd(reg, &err, "EVAL %s 3 " P "tenants " P "topics:%s "
 	    P "topicc:%s %s %s %s %s", LUA_TOPIC_PUT, t->tenant, t->tenant,
 	    t->tenant, t->name, json, now);
 	free(json);
@@ -1230,8 +1232,8 @@ registry_topic_delete(struct registry *reg, const char *tenant,
 	redisReply *r;
 	enum reg_err err;
 
-	r = rcmd(reg, &err, "EVAL %s 2 " P "topics:%s " P "topicc:%s %s",
-	    LUA_TOPIC_DELETE, tenant, tenant, topic);
+	r = registry_cmd(reg, &err, "EVAL %s 2 " P "topics:%s " P "topicc:%s "
+	    "%s", LUA_TOPIC_DELETE, tenant, tenant, topic);
 	if (r == NULL)
 		return err;
 	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;

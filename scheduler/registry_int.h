@@ -24,5 +24,7 @@
  */
 redisReply *registry_vcmd(struct registry *reg, enum reg_err *err,
 	    const char *fmt, va_list ap);
+redisReply *registry_cmd(struct registry *reg, enum reg_err *err,
+	    const char *fmt, ...);
 
 #endif

@@ -34,18 +34,6 @@
 #define FLAG_KEY	P "restore"
 #define LOCK_KEY	P "restore_lock"
 
-static redisReply *
-rcmd(struct registry *reg, enum reg_err *err, const char *fmt, ...)
-{
-	redisReply *r;
-	va_list ap;
-
-	va_start(ap, fmt);
-	r = registry_vcmd(reg, err, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
 /* One command whose reply is an integer: REG_OK and *v, or an error. */
 static enum reg_err
 cmd_int(struct registry *reg, long long *v, const char *fmt, ...)
@@ -236,8 +224,8 @@ registry_restore_request(struct registry *reg, const char *why)
 	redisReply *r;
 	enum reg_err err;
 
-	if ((r = rcmd(reg, &err, "SET " FLAG_KEY " %s", why != NULL ? why :
-	    "")) == NULL)
+	if ((r = registry_cmd(reg, &err, "SET " FLAG_KEY " %s",
+	    why != NULL ? why : "")) == NULL)
 		return err;
 	freeReplyObject(r);
 	return REG_OK;
