@@ -6,13 +6,9 @@
 -- when there is no such job, {-3} when it is not of that topic.
 local now = now_ms()
 local idk, topic = ARGV[2], ARGV[3]
-local rec = redis.call('HGET', KEYS[1], idk)
-if not rec then
-	return {-2}
-end
-local j = dec(rec)
-if j.topic ~= topic then
-	return {-3}
+local j, rec = job_of_topic(idk, topic)
+if not j then
+	return rec
 end
 local from = j.state
 if not unfinished(from) then

@@ -118,6 +118,20 @@ local function unfinished(state)
 	return state <= S_RETRYING
 end
 
+-- The job idk of the pool (KEYS[1]) decoded, and its record; or nil and
+-- the reply for no such job ({-2}) or a job of another topic ({-3}).
+local function job_of_topic(idk, topic)
+	local rec = redis.call('HGET', KEYS[1], idk)
+	if not rec then
+		return nil, {-2}
+	end
+	local j = dec(rec)
+	if j.topic ~= topic then
+		return nil, {-3}
+	end
+	return j, rec
+end
+
 -- Adds delta to the counts of (topic, state) and of the tenant's state.
 local function count(ckey, topic, state, delta)
 	if delta == 0 then

@@ -10,13 +10,9 @@ local now = now_ms()
 local topic, batch, one, tag = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local ids
 if one ~= '' then
-	local rec = redis.call('HGET', KEYS[1], one)
-	if not rec then
-		return {-2}
-	end
-	local j = dec(rec)
-	if j.topic ~= topic then
-		return {-3}
+	local j, err = job_of_topic(one, topic)
+	if not j then
+		return err
 	end
 	if j.state ~= S_DEAD then
 		return {-1, j.state}

@@ -4,13 +4,9 @@
 -- Returns {0, state, record head}, {-1, state} when not waiting, {-2} when
 -- there is no such job, {-3} when it is not of that topic.
 local idk, topic, due, tag = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local rec = redis.call('HGET', KEYS[1], idk)
-if not rec then
-	return {-2}
-end
-local j = dec(rec)
-if j.topic ~= topic then
-	return {-3}
+local j, rec = job_of_topic(idk, topic)
+if not j then
+	return rec
 end
 if j.state ~= S_SCHEDULED and j.state ~= S_RETRYING then
 	return {-1, j.state}
