@@ -255,9 +255,11 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 	api_reply_json(req, 200, restore_json(&rc));
 }
 
+/* The job {id} from the journal: /v1/jobs/{id}/restore and /restore/{id}. */
 static void
-restore_id(struct api_req *req, const char *id)
+restore_id(struct api_req *req)
 {
+	const char *id = req->param[0];
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct restore_ctx rc;
 	enum jrnl_err e;
@@ -327,24 +329,12 @@ v1_restore(struct api_req *req)
 }
 
 static void
-v1_restore_id(struct api_req *req)
-{
-	restore_id(req, req->param[0]);
-}
-
-static void
 orig_restore(struct api_req *req)
 {
 	const char *tenant;
 
 	if (restore_begin(req, &tenant) == 0)
 		restore_all(req, tenant, "expire");
-}
-
-static void
-orig_restore_id(struct api_req *req)
-{
-	restore_id(req, req->param[0]);
 }
 
 const struct api_route api_routes_original[] = {
@@ -354,7 +344,7 @@ const struct api_route api_routes_original[] = {
 	    "original: cancel a job" },
 	{ "GET", "/restore", API_AUTH_NONE, orig_restore,
 	    "original: restore unfinished jobs from the journal" },
-	{ "GET", "/restore/{id}", API_AUTH_TENANT, orig_restore_id,
+	{ "GET", "/restore/{id}", API_AUTH_TENANT, restore_id,
 	    "original: restore one job from the journal" },
 	{ "GET", "/get/{topic}", API_AUTH_TENANT, get,
 	    "original: long-poll reserve" },
@@ -362,7 +352,7 @@ const struct api_route api_routes_original[] = {
 	    "original: ack a reserved job" },
 	{ "POST", "/v1/restore", API_AUTH_NONE, v1_restore,
 	    "restore unfinished jobs from the journal" },
-	{ "POST", "/v1/jobs/{id}/restore", API_AUTH_TENANT, v1_restore_id,
+	{ "POST", "/v1/jobs/{id}/restore", API_AUTH_TENANT, restore_id,
 	    "restore one job from the journal" },
 	{ NULL, NULL, 0, NULL, NULL },
 };
