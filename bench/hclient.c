@@ -333,31 +333,11 @@ static void
 slot_read(struct hc_pool *p, int i)
 {
 	struct slot *s = &p->slots[i];
-	char chunk[65536];
 	const char *body = NULL;
 	size_t len = 0;
 	int status = 0, close_after = 0, r, eof = 0;
-	ssize_t n;
 
-	for (;;) {
-		n = read(s->fd, chunk, sizeof(chunk));
-		if (n > 0) {
-			if (buf_append(&s->in, chunk, (size_t)n) == -1) {
-				slot_finish(p, i, 0, NULL, 0);
-				return;
-			}
-			if ((size_t)n < sizeof(chunk))
-				break;
-			continue;
-		}
-		if (n == 0) {
-			eof = 1;
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			break;
+	if (http1_read_avail(s->fd, &s->in, &eof) == -1) {
 		slot_finish(p, i, 0, NULL, 0);
 		return;
 	}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "bench/http1.h"
 
@@ -218,5 +219,33 @@ http1_dechunk(const char *p, size_t n, size_t *used, struct buf *body)
 			return 1;
 		}
 		off = (size_t)(eol - p) + 1;
+	}
+}
+
+int
+http1_read_avail(int fd, struct buf *in, int *eof)
+{
+	char chunk[65536];
+	ssize_t n;
+
+	*eof = 0;
+	for (;;) {
+		n = read(fd, chunk, sizeof(chunk));
+		if (n > 0) {
+			if (buf_append(in, chunk, (size_t)n) == -1)
+				return -1;
+			if ((size_t)n < sizeof(chunk))
+				return 0;
+			continue;
+		}
+		if (n == 0) {
+			*eof = 1;
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN)
+			return 0;
+		return -1;
 	}
 }

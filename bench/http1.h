@@ -34,6 +34,12 @@ struct http1_head {
 };
 
 /*
+ * Reads what the non-blocking fd has now onto in: 0 (*eof set when the
+ * peer closed), or -1 on a read error or when in is full.
+ */
+int	http1_read_avail(int fd, struct buf *in, int *eof);
+
+/*
  * Parse the head at p[0..n).  1: complete, h filled; 0: need more bytes;
  * -1: malformed or longer than HTTP1_MAX_HEAD.
  */

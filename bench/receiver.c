@@ -387,29 +387,10 @@ flush_out(int ep, struct conn *c)
 static int
 on_readable(int ep, struct conn *c)
 {
-	char chunk[65536];
-	ssize_t n;
 	int eof = 0;
 
-	for (;;) {
-		n = read(c->fd, chunk, sizeof(chunk));
-		if (n > 0) {
-			if (buf_append(&c->in, chunk, (size_t)n) == -1)
-				goto drop;
-			if ((size_t)n < sizeof(chunk))
-				break;
-			continue;
-		}
-		if (n == 0) {
-			eof = 1;
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN)
-			break;
+	if (http1_read_avail(c->fd, &c->in, &eof) == -1)
 		goto drop;
-	}
 	if (serve(c, wall_us()) == -1) {
 		c->close_after = 1;
 		if (c->out.len == 0)
