@@ -425,26 +425,16 @@ type_name(enum metrics_type t)
 	}
 }
 
-/* HELP text: backslash and newline escaped. */
+/*
+ * s with backslash and newline escaped, and the double quote too when
+ * quote (a label value; HELP text leaves it as is).
+ */
 static int
-put_help(struct buf *out, const char *s)
+put_escaped(struct buf *out, const char *s, int quote)
 {
 	for (; *s != '\0'; s++) {
 		if (*s == '\\' ? buf_puts(out, "\\\\") == -1 :
-		    *s == '\n' ? buf_puts(out, "\\n") == -1 :
-		    buf_append(out, s, 1) == -1)
-			return -1;
-	}
-	return 0;
-}
-
-/* A label value: backslash, double quote and newline escaped. */
-static int
-put_value(struct buf *out, const char *s)
-{
-	for (; *s != '\0'; s++) {
-		if (*s == '\\' ? buf_puts(out, "\\\\") == -1 :
-		    *s == '"' ? buf_puts(out, "\\\"") == -1 :
+		    *s == '"' && quote ? buf_puts(out, "\\\"") == -1 :
 		    *s == '\n' ? buf_puts(out, "\\n") == -1 :
 		    buf_append(out, s, 1) == -1)
 			return -1;
@@ -491,7 +481,7 @@ metrics_write_header(struct buf *out, const char *name, const char *help,
     enum metrics_type type)
 {
 	if (buf_printf(out, "# HELP %s ", name) == -1 ||
-	    put_help(out, help != NULL ? help : "") == -1 ||
+	    put_escaped(out, help != NULL ? help : "", 0) == -1 ||
 	    buf_printf(out, "\n# TYPE %s %s\n", name, type_name(type)) == -1)
 		return -1;
 	return 0;
@@ -513,7 +503,7 @@ put_series_name(struct buf *out, const char *name, const char *suffix,
 		return -1;
 	for (i = 0; i < nlabels; i++)
 		if (buf_printf(out, "%s%s=\"", i ? "," : "", names[i]) == -1 ||
-		    put_value(out, values[i]) == -1 ||
+		    put_escaped(out, values[i], 1) == -1 ||
 		    buf_puts(out, "\"") == -1)
 			return -1;
 	if (le != NULL && buf_printf(out, "%sle=\"%s\"", nlabels ? "," : "",
