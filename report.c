@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
 #include "report.h"
 #include "scheduler/sched_batch.h"
 #include "util/log.h"
@@ -71,27 +70,23 @@ item_free(struct item *it)
 	free(it);
 }
 
-/* Logs and counts what became of a hand back. */
+/* Logs what became of a hand back. */
 static void
 released(const struct item *it, enum sched_err e)
 {
-	if (e == SCHED_EUNAVAIL)
-		api_obs_redis_error();
 	if (e != SCHED_OK && e != SCHED_ESTALE)
 		log_warnx("tenant=%s job=%s: cannot hand the job back: %s "
 		    "(it returns when its deadline passes)", it->tenant, it->id,
 		    sched_strerror(e));
 }
 
-/* Logs and counts what became of an outcome. */
+/* Logs what became of an outcome. */
 static void
 reported(const struct item *it, enum sched_err e,
     const struct schedule_decision *d)
 {
 	struct log_obj lo = { it->tenant, NULL, it->id, it->attempt };
 
-	if (e == SCHED_EUNAVAIL)
-		api_obs_redis_error();
 	if (e == SCHED_OK)
 		log_obj(LOG_LVL_DEBUG, &lo, "%s (%d): %s",
 		    schedule_outcome_name(it->o.kind), it->o.http_status,

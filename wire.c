@@ -279,8 +279,7 @@ hand_back(struct wire *w, const char *tenant, const char *id,
 {
 	enum sched_err e;
 
-	if ((e = sched_release(w->sched, tenant, id, token)) == SCHED_EUNAVAIL)
-		api_obs_redis_error();
+	e = sched_release(w->sched, tenant, id, token);
 	if (e != SCHED_OK && e != SCHED_ESTALE)
 		log_warnx("tenant=%s job=%s: cannot hand the job back: %s "
 		    "(it returns when its deadline passes)", tenant, id,

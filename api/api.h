@@ -81,8 +81,8 @@ void	api_push_stop(void);
  * thread, never block on I/O, and are no-ops for jobs without a topic.
  * api_obs_transition() is the scheduler's transition hook (from and to are
  * enum sched_state); api_obs_callback() takes a callback's outcome name
- * (schedule_outcome_name()) and latency; api_obs_redis_error() counts a
- * failed Redis command.
+ * (schedule_outcome_name()) and latency.  Failed Redis work is counted
+ * where every command passes, in the scheduler's pool (sched_redis_errors).
  */
 struct sched_job;
 struct sched_attempt;
@@ -91,6 +91,5 @@ void	api_obs_stop(void);
 void	api_obs_transition(const struct sched_job *job, int from, int to,
 	    const struct sched_attempt *attempt);
 void	api_obs_callback(const char *outcome, int64_t latency_ms);
-void	api_obs_redis_error(void);
 
 #endif

@@ -17,7 +17,6 @@
 #include "config.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <sys/types.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,8 +107,8 @@ reg_init(void)
 	s_latency = metrics_get(f_latency, NULL);
 	f_redis_err = metrics_family_new(reg, METRICS_COUNTER,
 	    "retryd_redis_errors_total", "Redis work of this process that "
-	    "failed: connections not made, connections broken, error "
-	    "replies.", NULL, 1);
+	    "failed, each failure once: connections not made, connections "
+	    "broken, error replies (routed or pipelined).", NULL, 1);
 	s_redis_err = metrics_get(f_redis_err, NULL);
 }
 
@@ -136,18 +135,6 @@ api_obs_stop(void)
 	cache_n = 0;
 	cache_valid = 0;
 	pthread_mutex_unlock(&cache_lock);
-}
-
-/*
- * The API's own failed Redis commands (stats, chart series); the metric
- * adds the scheduler's (sched_redis_errors) when it is scraped.
- */
-static atomic_uint_fast64_t api_redis_errors;
-
-void
-api_obs_redis_error(void)
-{
-	atomic_fetch_add_explicit(&api_redis_errors, 1, memory_order_relaxed);
 }
 
 void
@@ -287,7 +274,6 @@ out:
 	registry_topic_list_free(topics, ntop);
 	free(tenants);
 	if (rc == -1) {
-		api_obs_redis_error();
 		free(rows);
 		rows = NULL;
 		n = 0;
@@ -481,8 +467,8 @@ metrics_get_route(struct api_req *req)
 		return;
 	}
 	reg_ready();
-	metrics_series_set(s_redis_err, (int64_t)(atomic_load_explicit(
-	    &api_redis_errors, memory_order_relaxed) + sched_redis_errors()));
+	/* Every Redis command goes through the pool, which counts. */
+	metrics_series_set(s_redis_err, (int64_t)sched_redis_errors());
 	if (ctx->sched != NULL && ctx->reg != NULL)
 		counts_refresh(ctx);
 	buf_init(&out, RENDER_MAX);

@@ -308,7 +308,6 @@ stats_flush(void)
 		for (e = all; e != NULL; e = e->next)
 			lost++;
 		__atomic_add_fetch(&ndropped, lost, __ATOMIC_RELAXED);
-		api_obs_redis_error();
 		goto out;
 	}
 	/* On a cluster, one pipeline per node. */
@@ -320,17 +319,14 @@ stats_flush(void)
 			broken = 1;
 			break;
 		}
-		if (r != NULL && r->type == REDIS_REPLY_ERROR && !broken) {
+		if (r != NULL && r->type == REDIS_REPLY_ERROR && !broken)
 			log_warnx("stats: Redis: %s", r->str);
-			api_obs_redis_error();
-		}
 		freeReplyObject(r);
 	}
 	if (broken) {
 		for (e = all; e != NULL; e = e->next)
 			lost++;
 		__atomic_add_fetch(&ndropped, lost, __ATOMIC_RELAXED);
-		api_obs_redis_error();
 		log_warnx("stats: cannot write the per-minute series: %s",
 		    c->errstr);
 	}
@@ -507,10 +503,8 @@ minutes_read(struct sched *s, const char *tenant, const char *topic,
 	int i, broken = 0;
 
 	memset(out, 0, sizeof(*out) * (size_t)n);
-	if (pool == NULL || (c = sched_pool_get(pool)) == NULL) {
-		api_obs_redis_error();
+	if (pool == NULL || (c = sched_pool_get(pool)) == NULL)
 		return SCHED_EUNAVAIL;
-	}
 	q = sched_pipe_new(pool, c);
 	for (i = 0; i < n; i++) {
 		out[i].start_ms = (last - (n - 1 - i)) * STATS_MINUTE_MS;
@@ -527,11 +521,7 @@ minutes_read(struct sched *s, const char *tenant, const char *topic,
 	}
 	sched_pipe_free(q);
 	sched_pool_put(pool, c, broken);
-	if (broken) {
-		api_obs_redis_error();
-		return SCHED_EUNAVAIL;
-	}
-	return SCHED_OK;
+	return broken ? SCHED_EUNAVAIL : SCHED_OK;
 }
 
 static json_object *

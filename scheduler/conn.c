@@ -83,8 +83,11 @@ simple_command(redisContext *c, const char *what, char *why, size_t whylen,
 /*
  * Failures of our Redis work, for retryd_redis_errors_total: connections
  * that could not be made, contexts returned broken (an I/O or protocol
- * error), and error replies to routed commands that were not redirections
- * or repaired (a script loaded again).
+ * error), and error replies from Redis, to routed commands and to pipelined
+ * ones alike, on a single Redis as on a cluster, that were not redirections
+ * or repaired (a script loaded again).  Each is counted once, here, where
+ * every command passes; an error reply of our own making (fake_error) is
+ * not, as the failure behind it (a connection not made or broken) was.
  */
 static atomic_uint_fast64_t redis_errors;
 
@@ -92,6 +95,28 @@ static void
 count_error(void)
 {
 	atomic_fetch_add_explicit(&redis_errors, 1, memory_order_relaxed);
+}
+
+/*
+ * Counts r when it is an error reply from Redis.  repaired: a NOSCRIPT is
+ * not a failure, as the caller loads the script and sends the call again
+ * (every pipelined EVALSHA's caller does; a routed one has its fix, and a
+ * NOSCRIPT that the fix could not repair counts).
+ */
+static void
+count_reply(const redisReply *r, int repaired)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ERROR)
+		return;
+	if (repaired && r->len >= 8 && memcmp(r->str, "NOSCRIPT", 8) == 0)
+		return;
+	count_error();
+}
+
+void
+sched_redis_count_reply(const redisReply *r)
+{
+	count_reply(r, 0);
 }
 
 uint64_t
@@ -837,8 +862,7 @@ route_exec(struct sched_pool *p, redisContext *c, int *broken, int slot,
 			continue;
 		}
 		if (hops >= SCHED_REDIRECTS_MAX || !redirected(p, r, &rd)) {
-			if (r->type == REDIS_REPLY_ERROR)
-				count_error();
+			count_reply(r, fix == NULL);
 			return r;
 		}
 		hops++;
@@ -946,6 +970,7 @@ sched_pool_each(struct sched_pool *p, redisContext *c, const char *fmt, ...)
 		}
 		if (r->type == REDIS_REPLY_ERROR)
 			rc = -1;
+		count_reply(r, 0);
 		freeReplyObject(r);
 		sched_pool_put(p, ctx, 0);
 	}
@@ -1102,8 +1127,12 @@ sched_pipe_getreply(struct sched_pipe *q, void **reply)
 	void *rep;
 	int broken, redir;
 
-	if (!q->cluster)
-		return redisGetReply(q->c, reply);
+	if (!q->cluster) {
+		if (redisGetReply(q->c, reply) != REDIS_OK)
+			return REDIS_ERR;
+		count_reply(*reply, 1);
+		return REDIS_OK;
+	}
 	if (q->next >= q->n)
 		return REDIS_ERR;
 	if (!q->sent)
@@ -1134,7 +1163,8 @@ sched_pipe_getreply(struct sched_pipe *q, void **reply)
 		    pv->len, redir ? &rd : NULL, &q->ta, NULL, NULL);
 		if (r == NULL)
 			return REDIS_ERR;
-	}
+	} else
+		count_reply(r, 1);	/* route_exec counted its own */
 	*reply = r;
 	return REDIS_OK;
 }

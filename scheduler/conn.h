@@ -95,10 +95,16 @@ redisContext *sched_pool_get_key(struct sched_pool *p, const char *key);
 /* Give c back; broken != 0 closes it instead (after an I/O error). */
 void	sched_pool_put(struct sched_pool *p, redisContext *c, int broken);
 /*
- * Failures so far in this process, all pools: connections not made,
- * contexts given back broken, error replies to routed commands.
+ * Failures so far in this process, all pools, each once: connections not
+ * made, contexts given back broken, error replies from Redis to routed and
+ * pipelined commands (not redirections, nor a NOSCRIPT repaired).
  */
 uint64_t sched_redis_errors(void);
+/*
+ * Counts r there when it is an error reply: for the few commands sent on a
+ * context directly, not through the routed commands and pipelines below.
+ */
+void	sched_redis_count_reply(const redisReply *r);
 void	sched_pool_free(struct sched_pool *p);
 /* 1 on a Redis Cluster, 0 on a single Redis, -1 before the first connect. */
 int	sched_pool_cluster(struct sched_pool *p);

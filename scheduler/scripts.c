@@ -98,6 +98,7 @@ script_load(struct sched_scripts *sc, redisContext *c, enum sched_script id,
 		*io = 1;
 		return -1;
 	}
+	sched_redis_count_reply(r);
 	if (r->type == REDIS_REPLY_STRING && r->len == SHA_LEN) {
 		memcpy(sha, r->str, SHA_LEN);
 		sha[SHA_LEN] = '\0';

@@ -197,6 +197,7 @@ pipe_sha(struct sched *s, redisContext *c, enum sched_script id,
 		return 0;
 	text = xasprintf("%s%s", sched_lua_lib, src);
 	r = redisCommand(c, "SCRIPT LOAD %s", text);
+	sched_redis_count_reply(r);
 	/* A cluster: every node, for the calls routed there. */
 	if (r != NULL && r->type == REDIS_REPLY_STRING)
 		(void)sched_pool_each(s->pool, c, "SCRIPT LOAD %s", text);

@@ -241,6 +241,7 @@ sched_sub_main(void *arg)
 			continue;
 		}
 		r = redisCommand(c, "SUBSCRIBE rd:wake rd:ready");
+		sched_redis_count_reply(r);
 		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 			if (r != NULL)
 				freeReplyObject(r);

@@ -762,6 +762,7 @@ measure_offset(struct sched *s, redisContext *c, int *broken)
 	w0 = clock_wall_ms();
 	r = redisCommand(c, "TIME");
 	m1 = clock_mono_us();
+	sched_redis_count_reply(r);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING) {

@@ -1600,6 +1600,59 @@ test_redis_errors_counted(void **state)
 	assert_true(sched_redis_errors() == e0 + 3);
 }
 
+/*
+ * An error reply inside a pipeline counts once, on a single Redis as on a
+ * cluster (a script's error here); good replies count nothing, nor does
+ * NOSCRIPT, which the callers of pipelined EVALSHA repair by loading the
+ * script and sending the call again.
+ */
+static void
+test_redis_errors_pipelined(void **state)
+{
+	struct redis_target t;
+	struct sched_pool *p;
+	struct sched_pipe *q;
+	redisContext *c;
+	redisReply *r;
+	uint64_t e0;
+	char why[256];
+	void *rep;
+	int i;
+	static const int want[] = { REDIS_REPLY_STATUS, REDIS_REPLY_ERROR,
+	    REDIS_REPLY_ERROR, REDIS_REPLY_INTEGER };
+
+	(void)state;
+	assert_int_equal(sched_redis_url_parse(test_redis.url, &t, why,
+	    sizeof(why)), 0);
+	p = sched_pool_new(&t, 1, 2000, 4);
+	assert_non_null(c = sched_pool_get(p));
+	assert_int_equal(sched_pool_cluster(p), 0);
+	e0 = sched_redis_errors();
+	q = sched_pipe_new(p, c);
+	assert_int_equal(sched_pipe_append(q, NULL, "PING"), 0);
+	assert_int_equal(sched_pipe_append(q, "{x}k", "EVAL %s 1 %s",
+	    "return redis.error_reply('boom')", "{x}k"), 0);
+	assert_int_equal(sched_pipe_append(q, "{x}k", "EVALSHA %s 1 %s",
+	    "0000000000000000000000000000000000000000", "{x}k"), 0);
+	assert_int_equal(sched_pipe_append(q, "{x}k", "EVAL %s 1 %s",
+	    "return 1", "{x}k"), 0);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(sched_pipe_getreply(q, &rep), REDIS_OK);
+		r = rep;
+		assert_int_equal(r->type, want[i]);
+		if (i == 1)
+			assert_non_null(strstr(r->str, "boom"));
+		if (i == 2)
+			assert_memory_equal(r->str, "NOSCRIPT", 8);
+		freeReplyObject(r);
+	}
+	sched_pipe_free(q);
+	assert_true(sched_redis_errors() == e0 + 1);
+	sched_pool_put(p, c, 0);
+	assert_true(sched_redis_errors() == e0 + 1);
+	sched_pool_free(p);
+}
+
 /* ---- burst and memory --------------------------------------------------- */
 
 static long long
@@ -1808,6 +1861,7 @@ main(void)
 		    test_redis_lost_told_until_marked, setup, teardown),
 		/* No instance of its own: nothing else counts meanwhile. */
 		cmocka_unit_test(test_redis_errors_counted),
+		cmocka_unit_test(test_redis_errors_pipelined),
 		cmocka_unit_test_setup_teardown(test_memory_per_job, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_burst_bounded, setup,
