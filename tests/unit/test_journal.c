@@ -145,14 +145,14 @@ test_off(void **state)
 	assert_int_equal(jrnl_get_job(j, "t", "X1", tj_collect_id, &ids),
 	    JRNL_EOFF);
 	assert_int_equal(jrnl_ready(j, NULL, 0), 1);
-	jrnl_close(j);
+	tj_close(j);
 	/* Mode off with a real URL opens nothing. */
 	c.url = "sqlite:///nonexistent-dir/never.db";
 	c.mode = JRNL_MODE_OFF;
 	j = tj_open_cfg(&c);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
-	jrnl_close(j);
-	jrnl_close(NULL);
+	tj_close(j);
+	tj_close(NULL);
 }
 
 /* ---- schema -------------------------------------------------------------- */
@@ -166,8 +166,8 @@ test_schema(void **state)
 	char why[512];
 	struct jrnl *j;
 
-	jrnl_close(tj_open(b, JRNL_MODE_SYNC));
-	jrnl_close(tj_open(b, JRNL_MODE_ASYNC));		/* idempotent */
+	tj_close(tj_open(b, JRNL_MODE_SYNC));
+	tj_close(tj_open(b, JRNL_MODE_ASYNC));		/* idempotent */
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
 	    JRNL_SCHEMA_VERSION);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM schema_version"),
@@ -200,7 +200,7 @@ test_migrate_v1(void **state)
 	job[1].bizkey = "order-7";
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, job, 2), JRNL_OK);
-	jrnl_close(j);
+	tj_close(j);
 	/* Back to version 1. */
 	if (!b->is_mysql) {
 		assert_int_equal(tj_exec(b, "DROP INDEX jobs_bizkey"), 0);
@@ -227,7 +227,7 @@ test_migrate_v1(void **state)
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/M2");
 	assert_string_equal(tj_get_one(j, "acme", "M1").state, "scheduled");
-	jrnl_close(j);
+	tj_close(j);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -305,7 +305,7 @@ roundtrip_mode(struct tb *b, enum jrnl_mode mode, const char *id)
 	assert_true(ids.n >= 1);
 	snprintf(want, sizeof(want), "acme/%s", id);
 	assert_string_equal(ids.v[0], want);	/* newest first */
-	jrnl_close(j);
+	tj_close(j);
 }
 
 static void
@@ -376,7 +376,7 @@ test_group_commit(void **state)
 	assert_int_equal(st.jobs_written, GC_THREADS * GC_PUTS);
 	/* Shared commits: well under one commit per put. */
 	assert_true(st.commits * 2 <= GC_THREADS * GC_PUTS);
-	jrnl_close(j);
+	tj_close(j);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
 	    "WHERE tenant = 'gc'"), GC_THREADS * GC_PUTS);
 }
@@ -514,7 +514,7 @@ test_transitions(void **state)
 	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "retrying");
 	assert_int_equal(o.finished_ms, 0);
-	jrnl_close(j);
+	tj_close(j);
 }
 
 /* ---- listing and scanning ------------------------------------------------ */
@@ -612,7 +612,7 @@ test_list(void **state)
 	assert_int_equal(jrnl_list_jobs(j, "nobody", &(struct jrnl_list){
 	    .limit = 5 }, tj_collect_id, &ids), JRNL_OK);
 	assert_int_equal(ids.n, 0);
-	jrnl_close(j);
+	tj_close(j);
 }
 
 static const char *const all_states[] = { "scheduled", "ready",
@@ -700,7 +700,7 @@ test_scan_unfinished(void **state)
 	scan_all_pages(j, "t1", 0, 100, &ids);
 	assert_int_equal(ids.n, 3);
 	assert_string_equal(ids.v[0], "t1/S2");
-	jrnl_close(j);
+	tj_close(j);
 }
 
 /* ---- tenants, keys, topics ----------------------------------------------- */
@@ -833,7 +833,7 @@ test_meta(void **state)
 	    JRNL_OK);
 	assert_int_equal(m.n, 1);
 	assert_string_equal(tj_get_one(j, "acme", "M2").state, "cancelled");
-	jrnl_close(j);
+	tj_close(j);
 }
 
 /* ---- retention ----------------------------------------------------------- */
@@ -885,7 +885,7 @@ test_retention(void **state)
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
 	    "WHERE job_id = 'P3'"), 1);
 	assert_int_equal(jrnl_purge(j), 0);		/* nothing left */
-	jrnl_close(j);
+	tj_close(j);
 }
 
 /* jrnl_put_jobs_cb: one call back per put, after its commit, or failed. */
@@ -996,7 +996,7 @@ test_put_cb(void **state)
 	assert_int_equal(rec.err[7], JRNL_EUNAVAIL);
 	pthread_mutex_unlock(&rec.mu);
 	assert_true(tj_wait_until(tj_is_ready, j, 20000));
-	jrnl_close(j);
+	tj_close(j);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 7);
 
 	/* ASYNC: called back once queued, before the return. */
@@ -1010,7 +1010,7 @@ test_put_cb(void **state)
 	assert_int_equal(rec.total, 1);
 	assert_int_equal(rec.calls[0], 1);
 	assert_int_equal(rec.err[0], JRNL_OK);
-	jrnl_close(j);
+	tj_close(j);
 	pthread_mutex_destroy(&rec.mu);
 	pthread_cond_destroy(&rec.cv);
 }

@@ -59,6 +59,8 @@ int64_t	tj_int(struct tb *b, const char *sql);
 struct jrnl_config tj_cfg(struct tb *b, enum jrnl_mode mode);
 struct jrnl *tj_open_cfg(const struct jrnl_config *c);
 struct jrnl *tj_open(struct tb *b, enum jrnl_mode mode);
+/* Close a journal; tj_teardown closes those a failed case left open. */
+void	tj_close(struct jrnl *j);
 struct jrnl_job tj_job(const char *tenant, const char *topic, const char *id,
 	    const char *state, int64_t at_ms);
 struct jrnl_transition tj_trans(const char *tenant, const char *id,

@@ -33,6 +33,13 @@
 struct tb sqlite_b = { .name = "sqlite" };
 struct tb mysql_b = { .name = "mysql", .is_mysql = 1 };
 
+/*
+ * The journals a case has open: a case that fails leaves its own open, and
+ * tj_teardown closes it, so that its writer does not go on writing into
+ * the next case's database.
+ */
+static struct jrnl	*open_j[8];
+
 /* ---- backends ----------------------------------------------------------- */
 
 static int
@@ -119,6 +126,12 @@ tj_teardown(void **state)
 	size_t i;
 
 	jrnl_test_set_unavailable(0);
+	for (i = 0; i < NELEM(open_j); i++)
+		if (open_j[i] != NULL) {
+			print_message("# closing a journal the case left "
+			    "open\n");
+			tj_close(open_j[i]);
+		}
 	if (b == NULL || b->is_mysql)
 		return 0;
 	for (i = 0; i < NELEM(files); i++) {
@@ -174,12 +187,29 @@ tj_open_cfg(const struct jrnl_config *c)
 	enum jrnl_err e;
 	char why[512] = "";
 	struct jrnl *j;
+	size_t i;
 
 	j = jrnl_open(c, &e, why, sizeof(why));
 	if (j == NULL)
 		fail_msg("jrnl_open(%s): %s: %s", c->url, jrnl_strerror(e),
 		    why);
+	for (i = 0; i < NELEM(open_j) && open_j[i] != NULL; i++)
+		;
+	if (i == NELEM(open_j))
+		fail_msg("more than %zu journals open", NELEM(open_j));
+	open_j[i] = j;
 	return j;
+}
+
+void
+tj_close(struct jrnl *j)
+{
+	size_t i;
+
+	for (i = 0; j != NULL && i < NELEM(open_j); i++)
+		if (open_j[i] == j)
+			open_j[i] = NULL;
+	jrnl_close(j);
 }
 
 struct jrnl *
