@@ -89,19 +89,24 @@ hook_ready(const char *tenant, const char *topic, void *arg)
 }
 
 /*
- * Whether the journal records this change.  Of a push topic's job, ready
- * and in_flight last as long as the callback (milliseconds) and a restore
- * treats them as due now, as it does the waiting state the journal keeps:
- * so the journal writes one row per attempt (in_flight -> its outcome), not
- * three per delivery.  A pull job's reservation may last minutes and is
- * written.
+ * Whether the journal records this change.  No job's move into in_flight
+ * is: a restore treats an in-flight job as due again at the due time the
+ * journal already holds, exactly as the state before it, so the row would
+ * change nothing a restore derives; the attempt's outcome is written
+ * (in_flight -> delivered, retrying, dead or, released, ready).  So a
+ * delivery or a pull's reserve and ack is one row per attempt.  Of a push
+ * topic's job, ready is not written either: it lasts as long as the
+ * callback.  A pull job's ready is (the topic's backlog, which the journal's
+ * listing shows).
  */
 static int
 journaled(struct wire *w, const struct sched_job *job, enum sched_state to)
 {
 	struct sched_topic_info ti;
 
-	if (to != SCHED_READY && to != SCHED_IN_FLIGHT)
+	if (to == SCHED_IN_FLIGHT)
+		return 0;
+	if (to != SCHED_READY)
 		return 1;
 	return registry_topic_info(w->reg, job->tenant, job->topic, &ti) ==
 	    -1 || !ti.push;

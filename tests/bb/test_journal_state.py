@@ -153,7 +153,9 @@ def case_rows_per_attempt(drv):
     """A push job's ready and in_flight are not journaled: one row per
     attempt (in_flight -> its outcome); a restore from those rows brings a
     retrying job back at its next attempt, never a delivered one.  A pull
-    job's reservation is journaled.  A job's creation is its jobs row."""
+    job's ready is journaled, its reservation is not: reserved, it comes
+    back ready after Redis loses it; acked (one row), it does not.  A job's
+    creation is its jobs row."""
     url = D.url(drv)
     with harness.RedisServer() as r, \
             harness.Receiver(path_scripts={"/ok": "200",
@@ -179,7 +181,7 @@ def case_rows_per_attempt(drv):
         # transitions row.
         want = {a: [("in_flight", "delivered", 1)],
                 g: [("in_flight", "retrying", 1)],
-                p: [("scheduled", "ready", 0), ("ready", "in_flight", 0)]}
+                p: [("scheduled", "ready", 0)]}
         harness.wait_for(lambda: all(trans_rows(drv, url, j) == w
                                      for j, w in want.items()), 20,
                          "the journal's rows")
@@ -194,10 +196,28 @@ def case_rows_per_attempt(drv):
         after = L.ok(get(d, key, "/v1/jobs/" + g))
         for k in ("state", "next_attempt_ms", "attempt_count"):
             assert after[k] == ga[k], (k, ga, after)
-        # In flight in the journal: due again, so ready again.
+        # Reserved, ready in the journal: ready again.
         harness.wait_for(lambda: job_state(d, key, p) == "ready", 20,
                          "p ready again")
         assert len(rcv.requests) == 2, rcv.requests
+        # Reserved again and acked: one row (a reservation written would
+        # precede it), and a second loss does not bring p back.
+        st, _, res = d.request("GET", "/v1/topics/%s/reserve?wait_ms=5000" %
+                               qp, key=key)
+        assert st == 200 and res["id"] == p, (st, res)
+        st, _, a = d.request("POST", "/v1/jobs/%s/ack" % p,
+                             {"token": res["token"]}, key=key)
+        assert st == 200 and a["state"] == "delivered", (st, a)
+        want[p] = [("scheduled", "ready", 0), ("in_flight", "delivered", 1)]
+        harness.wait_for(lambda: ("in_flight", "delivered", 1) in
+                         trans_rows(drv, url, p), 20, "p's ack row")
+        assert trans_rows(drv, url, p) == want[p], trans_rows(drv, url, p)
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, _ = L.wait_restore(d, mark)
+        assert restored == 1, restored
+        assert job_state(d, key, p) == 404, "an acked job came back"
+        assert job_state(d, key, g) == "retrying"
 
 
 def case_registry(drv):
@@ -306,8 +326,8 @@ D.each("delivered and cancelled never come back; dead comes back dead; "
        "a deduplicated push is not a second job", case_finished)
 D.each("rescheduled and retrying jobs come back at their next attempt",
        case_due)
-D.each("a push job's journal has one row per attempt; restored from them",
-       case_rows_per_attempt)
+D.each("a push or pull job's journal has one row per attempt; "
+       "restored from them", case_rows_per_attempt)
 D.each("tenants, keys and topics survive Redis losing its data, twice",
        case_registry)
 D.each("retryd --recover rebuilds Redis and exits, twice creates nothing",
