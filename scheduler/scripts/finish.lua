@@ -18,6 +18,7 @@
 -- {-2, 0, ""} no such job, {-3, 0, ""} not of that topic, {-4, state, ""}
 -- stale token, {-5, 0, ""} deadline not reached.
 local now = now_ms()
+local snow = n2s(now)
 local topic, tag = ARGV[2], ARGV[3]
 local n = (#ARGV - 3) / 6
 local ids, logged = {}, {}
@@ -101,7 +102,7 @@ for k = 1, n do
 					unindex(KEYS[8], dec(nrec), idk)
 				end
 				local z = to == S_DELIVERED and zdone or zdead
-				z[#z + 1] = n2s(now)
+				z[#z + 1] = snow
 				z[#z + 1] = idk
 			elseif to == S_RETRYING then
 				zdelay[#zdelay + 1] = n2s(due)

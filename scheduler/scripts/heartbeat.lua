@@ -12,7 +12,7 @@ if tonumber(ARGV[3]) > 0 then
 else
 	redis.call('ZREM', KEYS[1], ARGV[2])
 end
-local first = redis.call('ZRANGE', KEYS[1], 0, 1, 'WITHSCORES')
+local first = redis.call('ZRANGE', KEYS[1], '0', '1', 'WITHSCORES')
 local other = -1
 for i = 1, #first, 2 do
 	if first[i] ~= ARGV[2] and other < 0 then

@@ -12,9 +12,9 @@
 -- topic; no body), ...} for the jobs moved.  Never moves a job whose due
 -- time is after now.
 local now = now_ms()
-local topic, batch, tag = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local topic, batch, tag = ARGV[2], ARGV[3], ARGV[4]
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', n2s(now),
-    'LIMIT', 0, batch)
+    'LIMIT', '0', batch)
 local out = {0, 0, -1}
 local moved, nsched, nretry = 0, 0, 0
 if #ids > 0 then
@@ -67,7 +67,7 @@ if #ids > 0 then
 	end
 end
 out[1] = moved
-local nx = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local nx = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
 if #nx > 0 and tonumber(nx[2]) <= now then
 	out[2] = 1
 end

@@ -7,7 +7,7 @@
 local now = now_ms()
 local cut = now - tonumber(ARGV[2])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', n2s(cut),
-    'LIMIT', 0, tonumber(ARGV[3]))
+    'LIMIT', '0', ARGV[3])
 local n = 0
 for i = 1, #ids do
 	local idk = ids[i]

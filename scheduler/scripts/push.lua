@@ -14,7 +14,7 @@ if code ~= 0 then
 	end
 	return {code, k, due, st}
 end
-local f = redis.call('ZRANGE', KEYS[2], 0, 0)
+local f = redis.call('ZRANGE', KEYS[2], '0', '0')
 if f[1] == idk then
 	redis.call('ZADD', KEYS[3], n2s(j.due), j.topic)
 	wake_if_first(KEYS[3], j.topic, j.due, tag)

@@ -38,7 +38,7 @@ end
 
 if added > 0 then
 	-- The earliest new job is the topic's head (or ties with it).
-	local f = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+	local f = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
 	if tonumber(f[2]) == first then
 		redis.call('ZADD', KEYS[3], n2s(first), topic)
 		wake_if_first(KEYS[3], topic, first, tag)

@@ -19,7 +19,7 @@ if one ~= '' then
 	end
 	ids = {one}
 else
-	ids = redis.call('ZRANGE', KEYS[2], 0, batch - 1)
+	ids = redis.call('ZRANGE', KEYS[2], '0', n2s(batch - 1))
 end
 local out = {0, 0}
 local n = 0

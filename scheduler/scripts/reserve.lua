@@ -11,11 +11,11 @@
 -- earliest new deadline when it is the shard's earliest, so the owner's
 -- timer expires it on time.
 local now = now_ms()
-local topic, n, base = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local topic, base = ARGV[2], ARGV[4]
 local ttr, own = tonumber(ARGV[5]), ARGV[6] == '1'
-local popped = redis.call('ZPOPMIN', KEYS[2], n)
+local popped = redis.call('ZPOPMIN', KEYS[2], ARGV[3])
 local out = {0, 0}
-local got, first = 0, nil
+local got, first, ldl, sdl = 0, nil, nil, nil
 if #popped > 0 then
 	local ids = {}
 	for i = 1, #popped, 2 do
@@ -33,6 +33,9 @@ if #popped > 0 then
 			end
 			got = got + 1
 			local dl = now + t
+			if dl ~= ldl then	-- mostly one deadline per call
+				ldl, sdl = dl, n2s(dl)
+			end
 			local flags = string.byte(rec, 2)
 			if has(flags, F_RES) then	-- never: ready has none
 				rec = string.sub(rec, 1, p - 1) ..
@@ -45,12 +48,12 @@ if #popped > 0 then
 			    struct.pack('>I6', dl) .. string.sub(rec, p)
 			hset[#hset + 1] = ids[i]
 			hset[#hset + 1] = rec
-			zadd[#zadd + 1] = n2s(dl)
+			zadd[#zadd + 1] = sdl
 			zadd[#zadd + 1] = ids[i]
 			out[#out + 1] = ids[i]
 			out[#out + 1] = rec
 			if got == 1 then
-				out[2] = n2s(dl)
+				out[2] = sdl
 			end
 			if not first or dl < first then
 				first = dl
@@ -68,7 +71,7 @@ end
 if got > 0 then
 	count(KEYS[5], topic, S_READY, -got)
 	count(KEYS[5], topic, S_IN_FLIGHT, got)
-	local f = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+	local f = redis.call('ZRANGE', KEYS[4], '0', '0', 'WITHSCORES')
 	if tonumber(f[2]) == first then
 		redis.call('PUBLISH', 'rd:wake', ARGV[7] .. ':' .. n2s(first) ..
 		    ':f')
