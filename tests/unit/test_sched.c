@@ -31,6 +31,7 @@
 #include "scheduler/conn.h"
 #include "scheduler/sched.h"
 #include "scheduler/sched_batch.h"
+#include "scheduler/sched_int.h"
 #include "tests/unit/test_sched.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -1415,6 +1416,46 @@ test_cluster_slot(void **state)
 	    sched_key_slot("acme:7", 6));
 }
 
+/* Key names, and a name too long cut where snprintf would cut it. */
+static void
+test_key_names(void **state)
+{
+	static const struct {
+		const char	*tenant, *suffix, *topic;
+		int		 shard;
+		const char	*key;
+	} rows[] = {
+		{ "acme", "j", NULL, 0, "rd:{acme:0}:j" },
+		{ "acme", "d", "orders", 7, "rd:{acme:7}:d:orders" },
+		{ "t-1", "r", "q", 15, "rd:{t-1:15}:r:q" },
+		{ "t", "c", NULL, 1023, "rd:{t:1023}:c" },
+		{ "t", "c", NULL, -3, "rd:{t:-3}:c" },
+	};
+	char k[SCHED_KEY_MAX], want[600], ten[65], top[400];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		sched_key(k, rows[i].tenant, rows[i].shard, rows[i].suffix,
+		    rows[i].topic);
+		assert_string_equal(k, rows[i].key);
+	}
+	memset(ten, 'a', sizeof(ten) - 1);
+	ten[sizeof(ten) - 1] = '\0';
+	memset(top, 'b', sizeof(top) - 1);
+	top[sizeof(top) - 1] = '\0';
+	sched_key(k, ten, 1023, "r", top);
+	snprintf(want, sizeof(want), "rd:{%s:%d}:%s:%s", ten, 1023, "r", top);
+	want[SCHED_KEY_MAX - 1] = '\0';	/* where snprintf would cut */
+	assert_int_equal(strlen(k), SCHED_KEY_MAX - 1);
+	assert_string_equal(k, want);
+	top[128] = '\0';			/* the longest topic: whole */
+	sched_key(k, ten, 1023, "r", top);
+	snprintf(want, sizeof(want), "rd:{%s:%d}:%s:%s", ten, 1023, "r", top);
+	assert_int_equal(strlen(k), strlen(want));
+	assert_string_equal(k, want);
+}
+
 static void
 test_cluster_redirect(void **state)
 {
@@ -1805,6 +1846,7 @@ main(void)
 		cmocka_unit_test(test_conn_url),
 		cmocka_unit_test(test_conn_seeds),
 		cmocka_unit_test(test_cluster_slot),
+		cmocka_unit_test(test_key_names),
 		cmocka_unit_test(test_cluster_redirect),
 		/* Real time first: the fake clock cannot be turned off. */
 		cmocka_unit_test_setup_teardown(test_on_time, msetup,
