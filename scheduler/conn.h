@@ -129,6 +129,12 @@ redisReply *sched_pool_command(struct sched_pool *p, redisContext *c,
 	    int *broken, const char *key, const char *fmt, ...);
 redisReply *sched_pool_vcommand(struct sched_pool *p, redisContext *c,
 	    int *broken, const char *key, const char *fmt, va_list ap);
+/*
+ * A command's RESP in one allocation (*cmd, for free()) and its length: what
+ * redisFormatCommandArgv() makes, without its sprintf per argument.
+ */
+size_t	sched_format_argv(char **cmd, int argc, const char **argv,
+	    const size_t *lens);
 redisReply *sched_pool_command_argv(struct sched_pool *p, redisContext *c,
 	    int *broken, const char *key, size_t keylen, int argc,
 	    const char **argv, const size_t *lens);

@@ -1456,6 +1456,53 @@ test_key_names(void **state)
 	assert_string_equal(k, want);
 }
 
+/* A command's RESP byte for byte as hiredis formats it. */
+static void
+test_format_argv(void **state)
+{
+	static const char bin[] = { 'a', '\0', '\r', '\n', 'b' };
+	static const struct {
+		int		 argc;
+		const char	*argv[4];
+		size_t		 lens[4];	/* all 0: by strlen */
+	} rows[] = {
+		{ 1, { "PING" }, { 0 } },
+		{ 3, { "SET", "k", "" }, { 0 } },
+		{ 2, { "GET", bin }, { 3, sizeof(bin) } },
+		{ 4, { "EVALSHA", "0123456789abcdef", "1", "rd:{t:7}:j" },
+		    { 0 } },
+	};
+	char big[12345], *mine, *theirs;
+	const char *argv[2];
+	size_t i, n, lens[2];
+	int len;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const size_t *l = rows[i].lens[0] != 0 ? rows[i].lens : NULL;
+		const char *av[4];
+
+		memcpy(av, rows[i].argv, sizeof(av));
+		n = sched_format_argv(&mine, rows[i].argc, av, l);
+		len = redisFormatCommandArgv(&theirs, rows[i].argc, av, l);
+		assert_int_equal(n, (size_t)len);
+		assert_memory_equal(mine, theirs, n);
+		free(mine);
+		free(theirs);
+	}
+	memset(big, 'x', sizeof(big));
+	argv[0] = "SET";
+	argv[1] = big;
+	lens[0] = 3;
+	lens[1] = sizeof(big);
+	n = sched_format_argv(&mine, 2, argv, lens);
+	len = redisFormatCommandArgv(&theirs, 2, argv, lens);
+	assert_int_equal(n, (size_t)len);
+	assert_memory_equal(mine, theirs, n);
+	free(mine);
+	free(theirs);
+}
+
 static void
 test_cluster_redirect(void **state)
 {
@@ -1847,6 +1894,7 @@ main(void)
 		cmocka_unit_test(test_conn_seeds),
 		cmocka_unit_test(test_cluster_slot),
 		cmocka_unit_test(test_key_names),
+		cmocka_unit_test(test_format_argv),
 		cmocka_unit_test(test_cluster_redirect),
 		/* Real time first: the fake clock cannot be turned off. */
 		cmocka_unit_test_setup_teardown(test_on_time, msetup,
