@@ -427,7 +427,7 @@ disp_done(struct disp_result *res, void *arg)
 	o = disp_result_outcome(res);
 	api_obs_callback(schedule_outcome_name(o.kind), res->latency_ms);
 	memset(&a, 0, sizeof(a));
-	a.end_ms = clock_wall_ms_ceil();	/* done() runs as it completes */
+	a.end_ms = clock_wall_ms_ceil();	/* done() runs at its end */
 	a.at_ms = res->started_ms ? res->started_ms : clock_wall_ms();
 	a.status = res->http_status;
 	a.latency_ms = res->latency_ms;

@@ -132,7 +132,8 @@ unescape(void *cls, struct MHD_Connection *c, char *s)
 	(void)cls;
 	(void)c;
 	while (*r != '\0') {
-		if (r[0] == '%' && (hi = str_hexval((unsigned char)r[1])) >= 0 &&
+		if (r[0] == '%' &&
+		    (hi = str_hexval((unsigned char)r[1])) >= 0 &&
 		    (lo = str_hexval((unsigned char)r[2])) >= 0 &&
 		    (hi | lo) != 0) {
 			*w++ = (char)(hi * 16 + lo);
@@ -732,8 +733,8 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		req->method = method;
 		req->path = url;
 		req->start_mono_us = clock_mono_us();
-		limit = srv->cfg.body_limit ? srv->cfg.body_limit(srv->cfg.arg) :
-		    1 << 20;
+		limit = srv->cfg.body_limit ?
+		    srv->cfg.body_limit(srv->cfg.arg) : 1 << 20;
 		buf_init(&req->body, limit);
 		*con_cls = rp;
 		req->route = route_find(srv, req, allowed, sizeof(allowed));

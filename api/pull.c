@@ -323,8 +323,9 @@ pull_main(void *arg)
 		rc = pthread_cond_timedwait(&pull_cond, &pull_lock, &ts);
 		if (rc == ETIMEDOUT) {
 			ts = ts_after_us(0);
-			if (ts.tv_sec > probe_ts.tv_sec || (ts.tv_sec ==
-			    probe_ts.tv_sec && ts.tv_nsec >= probe_ts.tv_nsec)) {
+			if (ts.tv_sec > probe_ts.tv_sec ||
+			    (ts.tv_sec == probe_ts.tv_sec &&
+			    ts.tv_nsec >= probe_ts.tv_nsec)) {
 				probe_all_locked();
 				probe_ts = ts_after_us(PULL_PROBE_US);
 			}

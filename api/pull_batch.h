@@ -40,7 +40,7 @@ struct pull_op {
 	struct schedule_decision decision;	/* finish */
 	/* The workers' (pull_batch.c) */
 	struct pull_op		*next;
-	struct api_req		*req;		/* NULL once the request ended */
+	struct api_req		*req;		/* NULL once the request ends */
 	int			 refs;
 	int			 done;
 };

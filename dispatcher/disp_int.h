@@ -83,12 +83,12 @@ void	disp_xfer_free(struct disp_xfer *x);
 struct disp_timer {
 	int		 armed;		/* the timerfd is set */
 	int64_t		 armed_ms;	/* monotonic ms it fires at */
-	int		 now;		/* run libcurl's timeout before sleeping */
+	int		 now;		/* run libcurl's timeout, then sleep */
 };
 
 enum disp_timer_act {
 	DISP_TIMER_KEEP,		/* no syscall */
-	DISP_TIMER_ARM,			/* set the timerfd to *arm_ms from now */
+	DISP_TIMER_ARM,			/* arm the timerfd, *arm_ms from now */
 	DISP_TIMER_DISARM
 };
 

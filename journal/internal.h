@@ -188,7 +188,7 @@ struct jrnl_put_req {
 	void			*copy;	/* ASYNC, cb: owns jobs */
 	jrnl_done_fn		 cb;	/* NULL: a caller waits */
 	void			*cb_arg;
-	int64_t			 deadline_mono_us;	/* cb: if still queued */
+	int64_t			 deadline_mono_us; /* cb: if still queued */
 };
 TAILQ_HEAD(jrnl_put_list, jrnl_put_req);
 

@@ -49,12 +49,15 @@ struct sched_pool {
 	int			 nseeds;	/* nodes[0..nseeds) */
 	int64_t			 timeout_ms;
 	int			 max_idle;
-	int			 mode;		/* -1 unknown, 0 single, 1 cluster */
+	/* -1 unknown, 0 single, 1 cluster */
+	int			 mode;
 	struct pool_node	**nodes;	/* single: nodes[0] = target */
 	int			 nnodes;
-	int			 home;		/* cluster: the node tried first */
-	int			 refused;	/* seeds of a non-cluster logged */
-	uint16_t		*slots;		/* cluster: node + 1; 0 unknown */
+	/* cluster: the node tried first */
+	int			 home;
+	int			 refused;	/* non-cluster seeds logged */
+	/* cluster: per slot, its node + 1, or 0: unknown */
+	uint16_t		*slots;
 	int64_t			 refreshed_mono_us;
 };
 

@@ -473,7 +473,7 @@ struct pm_job {
 	struct buf		 rec;
 	char			 idk[SCHED_IDKEY_MAX];
 	int			 generated;
-	size_t			 i;		/* index in the caller's arrays */
+	size_t			 i;		/* in the caller's arrays */
 };
 
 struct pm_call {

@@ -25,7 +25,7 @@
 enum sched_state {
 	SCHED_SCHEDULED = 0,	/* waiting for its first attempt */
 	SCHED_READY,		/* due, waiting for a consumer or dispatcher */
-	SCHED_IN_FLIGHT,	/* reserved: callback running or consumer holds it */
+	SCHED_IN_FLIGHT,	/* reserved: a callback or a consumer has it */
 	SCHED_RETRYING,		/* an attempt failed, waiting for the next */
 	SCHED_DELIVERED,
 	SCHED_DEAD,
@@ -66,7 +66,7 @@ struct sched_attempt {
 };
 
 struct sched_job {
-	char	 id[ID_LEN + 65];	/* generated (16) or client-given (<= 64) */
+	char	 id[ID_LEN + 65];	/* generated (16) or given (<= 64) */
 	char	*tenant;
 	char	*topic;
 	char	*bizkey;	/* NULL when none */
@@ -202,7 +202,7 @@ struct sched_push {
 
 struct sched_push_result {
 	char	 id[ID_LEN + 1 + 64];	/* the new job's, or the existing one */
-	int	 deduplicated;		/* 1: an unfinished job had the bizkey */
+	int	 deduplicated;		/* 1: the bizkey's unfinished job */
 	int64_t	 run_at_ms;
 	enum sched_state state;
 };

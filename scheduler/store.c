@@ -600,8 +600,8 @@ sched_st_promote(struct sched *s, redisContext *c, const char *tenant,
 }
 
 int
-sched_st_promote_append(struct sched *s, struct sched_pipe *q, const char *tenant,
-    int shard, const char *topic)
+sched_st_promote_append(struct sched *s, struct sched_pipe *q,
+    const char *tenant, int shard, const char *topic)
 {
 	char batch[24], tag[SCHED_KEY_MAX];
 	const char *args[3];
@@ -716,8 +716,9 @@ sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
 }
 
 int
-sched_st_reserve_append(struct sched *s, struct sched_pipe *q, const char *tenant,
-    int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr)
+sched_st_reserve_append(struct sched *s, struct sched_pipe *q,
+    const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
+    int own_ttr)
 {
 	struct reserve_argv a;
 

@@ -1,17 +1,21 @@
 #!/bin/sh
 #
-# checksrc.sh - fail `make check` on calls the house style bans (curl's
-# scripts/checksrc.pl in miniature): sprintf, vsprintf, strcpy, strcat,
-# strtok, atoi, gets, scanf and sscanf.
+# checksrc.sh - fail `make check` on what the house style bans (curl's
+# scripts/checksrc.pl in miniature): calls to sprintf, vsprintf, strcpy,
+# strcat, strtok, atoi, gets, scanf and sscanf, and lines wider than 80
+# columns.
 #
 # Key decision: a plain grep with identifier boundaries, not a parser.  A name
 # only counts when no identifier character precedes it and "(" follows, so
 # snprintf, vsnprintf, xasprintf, fgets or my_strcat_x never match, and lines
 # that start as a comment (" * ...", "// ...", "/* ...") are skipped so prose
-# may name the banned calls.  Sources are found under $RETRYD_SRCDIR (set by
-# make check; default: this script's parent directory), so the check works in
-# a git checkout and in an unpacked distribution alike.  Output is TAP, one
-# test per file.
+# may name the banned calls.  A line's width is measured as an editor shows
+# it: tabs stop every 8 columns and a UTF-8 character is one column (its
+# continuation bytes are not counted).  Sources are found under
+# $RETRYD_SRCDIR (set by make check; default: this script's parent
+# directory), so the check works in a git checkout and in an unpacked
+# distribution alike.  Output is TAP, one test per file, its first finding
+# on the "not ok" line and the others as comments.
 
 : "${RETRYD_SRCDIR:=$(dirname "$0")/..}"
 cd "$RETRYD_SRCDIR" || {
@@ -36,29 +40,33 @@ files=$(
 	} | LC_ALL=C sort
 )
 
+maxcol=80
+
+# "LINE: what" for each finding in file $1, in line order.
+findings() {
+	grep -nE "$banned" "$1" | grep -vE "^[0-9]+:$comment" |
+	    while IFS= read -r line; do
+		call=$(printf '%s\n' "${line#*:}" | grep -oE "$banned" |
+		    head -n 1 | sed -E 's/^[^A-Za-z_]//; s/[[:space:]]*\($//')
+		echo "${line%%:*}: $call"
+	done
+	LC_ALL=C tr -d '\200-\277' <"$1" | LC_ALL=C expand |
+	    LC_ALL=C awk -v max="$maxcol" 'length > max {
+		print NR ": " length " columns, over " max }'
+}
+
 n=0
 failed=0
 for f in $files; do
 	n=$((n + 1))
-	hits=$(grep -nE "$banned" "$f" | grep -vE "^[0-9]+:$comment")
+	hits=$(findings "$f" | LC_ALL=C sort -t: -k1,1n)
 	if [ -z "$hits" ]; then
 		echo "ok $n - $f"
-	else
-		failed=1
-		first=1
-		echo "$hits" | while IFS= read -r line; do
-			num=${line%%:*}
-			call=$(printf '%s\n' "${line#*:}" |
-			    grep -oE "$banned" | head -n 1 |
-			    sed -E 's/^[^A-Za-z_]//; s/[[:space:]]*\($//')
-			if [ "$first" = 1 ]; then
-				echo "not ok $n - $f: $num: $call"
-				first=0
-			else
-				echo "# $f: $num: $call"
-			fi
-		done
+		continue
 	fi
+	failed=1
+	echo "not ok $n - $f: $(echo "$hits" | head -n 1)"
+	echo "$hits" | sed '1d; s|^|# '"$f"': |'
 done
 echo "1..$n"
 exit $failed

@@ -398,7 +398,8 @@ test_reserve_many_one_shard(void **state)
 			push(s, "pull", now + 10 + k, 9, biz, ids[k]);
 			k++;
 		} else if (sh != target && other < 4) {
-			push(s, "pull", now + 1 + other, 0, biz, ids[10 + other]);
+			push(s, "pull", now + 1 + other, 0, biz,
+			    ids[10 + other]);
 			other++;
 		}
 	}
@@ -1514,7 +1515,7 @@ test_cluster_redirect(void **state)
 		{ "MOVED 3999 127.0.0.1:6381", 1, 0, 3999, 6381, "127.0.0.1" },
 		{ "ASK 0 10.0.0.2:7000", 1, 1, 0, 7000, "10.0.0.2" },
 		{ "MOVED 16383 ::1:7001", 1, 0, 16383, 7001, "::1" },
-		{ "MOVED 16384 h:1", 0, 0, 0, 0, NULL },	/* no such slot */
+		{ "MOVED 16384 h:1", 0, 0, 0, 0, NULL },	/* no slot */
 		{ "MOVED 12 h:0", 0, 0, 0, 0, NULL },
 		{ "MOVED 12 h:70000", 0, 0, 0, 0, NULL },
 		{ "MOVED 12 :7000", 0, 0, 0, 0, NULL },
@@ -1867,7 +1868,8 @@ test_burst_bounded(void **state)
 		redisReply *e = r->element[i];
 
 		if (e->elements < 4 || e->element[3]->elements < 13 ||
-		    strcasecmp(e->element[3]->element[0]->str, "evalsha") != 0 ||
+		    strcasecmp(e->element[3]->element[0]->str,
+		    "evalsha") != 0 ||
 		    !slow_arg_has(e, 3, ":j") || !slow_arg_has(e, 4, ":d:") ||
 		    !slow_arg_has(e, 6, ":r:"))
 			continue;
