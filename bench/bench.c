@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -134,6 +135,74 @@ bench_emit(struct bench *b, const char *workload, struct json_object *o)
 	}
 	json_object_put(line);
 	json_object_put(o);
+}
+
+/* ---- the CPU of retryd and Redis, from /proc/PID/stat */
+
+/* utime + stime of pid in clock ticks, or -1. */
+static int64_t
+proc_ticks(long pid)
+{
+	char path[64], buf[1024], *p, *e;
+	long long v = 0;
+	ssize_t n;
+	int fd, field;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if ((fd = open(path, O_RDONLY)) == -1)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* The name (field 2) may hold anything: count after its ')'. */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return -1;
+	for (field = 3, p++; field <= 15; field++) {
+		while (*p == ' ')
+			p++;
+		if (field >= 14) {
+			errno = 0;
+			v += strtoll(p, &e, 10);
+			if (errno != 0 || e == p)
+				return -1;
+			p = e;
+		} else
+			p += strcspn(p, " ");
+	}
+	return (int64_t)v;
+}
+
+void
+bench_cpu_read(const struct bench *b, struct bench_cpu *c)
+{
+	c->ticks[0] = proc_ticks(b->pids[0]);
+	c->ticks[1] = proc_ticks(b->pids[1]);
+}
+
+/*
+ * retryd_cpu_us_per_X and redis_cpu_us_per_X between two readings: CPU
+ * time is what a busy machine stretches least, so A/B comparisons use it.
+ */
+void
+jset_cpu_per(struct json_object *o, const struct bench_cpu *c0,
+    const struct bench_cpu *c1, const char *per, int64_t n)
+{
+	static const char *const who[2] = { "retryd", "redis" };
+	double us_per_tick = 1e6 / (double)sysconf(_SC_CLK_TCK);
+	char k[64];
+	int i;
+
+	for (i = 0; i < 2 && n > 0; i++) {
+		if (c0->ticks[i] < 0 || c1->ticks[i] < 0)
+			continue;
+		snprintf(k, sizeof(k), "%s_cpu_us_per_%s", who[i], per);
+		jset_dbl(o, k, (double)(c1->ticks[i] - c0->ticks[i]) *
+		    us_per_tick / (double)n);
+	}
 }
 
 /* ---- retryd's API */
@@ -756,7 +825,8 @@ usage(void)
 "  --w6-pending N     W6 backlog (1000000)\n"
 "  --lead MS          first due time after the start of a push (3000)\n"
 "  --wait MS          bound on any one wait (120000)\n"
-"  --body-bytes N     bytes of each job body (60)\n");
+"  --body-bytes N     bytes of each job body (60)\n"
+"  --pids R[,D]       retryd's (and Redis's) pid, for CPU per job\n");
 	exit(2);
 }
 
@@ -780,7 +850,7 @@ enum {
 	O_API = 256, O_RCV, O_ADMIN, O_REDIS, O_TENANT, O_JSON, O_LABEL,
 	O_W1JOBS, O_W1CONC, O_W1AHEAD, O_BATCH, O_BATCHCONC, O_W2JOBS,
 	O_W2SPREAD, O_W3JOBS, O_W4JOBS, O_W4SPREAD, O_W5JOBS, O_W5CONC,
-	O_W6PENDING, O_LEAD, O_WAIT, O_BODY,
+	O_W6PENDING, O_LEAD, O_WAIT, O_BODY, O_PIDS,
 };
 
 static const struct option longopts[] = {
@@ -807,8 +877,28 @@ static const struct option longopts[] = {
 	{ "lead", required_argument, NULL, O_LEAD },
 	{ "wait", required_argument, NULL, O_WAIT },
 	{ "body-bytes", required_argument, NULL, O_BODY },
+	{ "pids", required_argument, NULL, O_PIDS },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* --pids R[,D] */
+static void
+parse_pids(struct bench *b, const char *s)
+{
+	char buf[64], *comma;
+	size_t n = strlen(s);
+
+	if (n >= sizeof(buf)) {
+		fprintf(stderr, "retryd-bench: --pids: too long: %s\n", s);
+		exit(2);
+	}
+	memcpy(buf, s, n + 1);
+	if ((comma = strchr(buf, ',')) != NULL) {
+		*comma = '\0';
+		b->pids[1] = (long)num_opt("pids", comma + 1, 1, INT32_MAX);
+	}
+	b->pids[0] = (long)num_opt("pids", buf, 1, INT32_MAX);
+}
 
 static void
 parse_opts(struct bench *b, int argc, char **argv)
@@ -892,6 +982,9 @@ parse_opts(struct bench *b, int argc, char **argv)
 		case O_BODY:
 			b->body_bytes = (int)num_opt("body-bytes", optarg, 0,
 			    500);
+			break;
+		case O_PIDS:
+			parse_pids(b, optarg);
 			break;
 		default:
 			usage();

@@ -56,6 +56,7 @@ struct bench {
 	int			 body_bytes;	/* size of each job's body */
 
 	int			 failures;	/* correctness checks failed */
+	long			 pids[2];	/* retryd, Redis: 0 unknown */
 };
 
 /* One arrival at the receiver. */
@@ -107,6 +108,14 @@ int	bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
 	    int64_t *calls, char *top, size_t toplen);
 /* Sleep, bounded; the bench never sleeps in retryd's place. */
 void	bench_sleep_ms(int64_t ms);
+
+/* CPU used so far by b->pids[0] and [1], in ticks (-1: unknown). */
+struct bench_cpu {
+	int64_t	ticks[2];
+};
+void	bench_cpu_read(const struct bench *b, struct bench_cpu *c);
+void	jset_cpu_per(struct json_object *o, const struct bench_cpu *c0,
+	    const struct bench_cpu *c1, const char *per, int64_t n);
 
 /* Push jobs: n jobs numbered from 0, in batches (batch > 1) or singly. */
 struct push_spec {

@@ -101,12 +101,14 @@ warn_push(struct bench *b, const char *name, const struct push_spec *s,
 static void
 emit_push(struct bench *b, const char *name, const struct push_spec *s,
     struct push_result *r, const struct redis_mem *m0,
-    const struct redis_mem *m1)
+    const struct redis_mem *m1, const struct bench_cpu *c0,
+    const struct bench_cpu *c1)
 {
 	struct json_object *o = json_object_new_object();
 	double secs = (double)r->elapsed_us / 1e6;
 
 	jset_redis_time(b, o, "push", r->ok, 0);
+	jset_cpu_per(o, c0, c1, "job", r->ok);
 
 	jset_int(o, "jobs", s->n);
 	jset_int(o, "ok", r->ok);
@@ -150,13 +152,16 @@ push_measured(struct bench *b, const char *name, const struct push_spec *s)
 {
 	struct push_result r;
 	struct redis_mem m0, m1;
+	struct bench_cpu c0, c1;
 	int rc;
 
 	bench_redis_mem(b, &m0);
 	redis_time_reset(b);
+	bench_cpu_read(b, &c0);
 	rc = bench_push(b, s, &r);
+	bench_cpu_read(b, &c1);
 	bench_redis_mem(b, &m1);
-	emit_push(b, name, s, &r, &m0, &m1);
+	emit_push(b, name, s, &r, &m0, &m1, &c0, &c1);
 	push_result_free(&r);
 	return rc;
 }
