@@ -201,6 +201,7 @@ journal_open(struct wire *w, char *err, size_t errlen)
 	jc.instance = conf.instance;
 	jc.host = host;
 	jc.start_unavailable = 1;	/* a database down is not fatal */
+	jc.callbacks_done = api_push_flush;
 	w->jrnl = jrnl_open(&jc, &e, why, sizeof(why));
 	if (w->jrnl == NULL) {
 		snprintf(err, errlen, "journal: %s", why);

@@ -71,6 +71,8 @@ void	api_pull_kick(void);
  * scheduler stops.  Later pushes are made by the handler's own thread.
  */
 void	api_push_stop(void);
+/* The journal's callbacks_done: hands the committed pushes on. */
+void	api_push_flush(void);
 
 /*
  * Observability (metrics.c, stats.c; docs/internals/METRICS.md).

@@ -746,11 +746,46 @@ push_queue(struct api_accept *a)
 		a->priv->next = NULL;
 		*push_tail = a;
 		push_tail = &a->priv->next;
-		pthread_cond_signal(&push_cond);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&push_lock);
+	if (rc == 0)	/* after the unlock, so the woken does not wait */
+		pthread_cond_signal(&push_cond);
 	return rc;
+}
+
+/*
+ * Accepts the journal committed in its current group of callbacks, handed
+ * to the pushers together by api_push_flush() at the end of the group: one
+ * wake-up per group commit, not one per request (each of which made the
+ * writer yield to a pusher that then took a request or two).  Only the
+ * journal's writer thread touches its list.
+ */
+static __thread struct api_accept *defer_head, **defer_tail;
+
+void
+api_push_flush(void)
+{
+	struct api_accept *a, *next;
+	int queued = 0;
+
+	if ((a = defer_head) == NULL)
+		return;
+	pthread_mutex_lock(&push_lock);
+	if (push_running_locked()) {
+		*push_tail = defer_head;
+		push_tail = defer_tail;
+		queued = 1;
+	}
+	pthread_mutex_unlock(&push_lock);
+	if (queued)
+		pthread_cond_signal(&push_cond);
+	defer_head = NULL;
+	defer_tail = NULL;
+	for (; !queued && a != NULL; a = next) {
+		next = a->priv->next;
+		accept_wake(a);	/* called again, it pushes itself */
+	}
 }
 
 void
@@ -786,6 +821,14 @@ accept_journaled(enum jrnl_err err, void *arg)
 	pthread_mutex_lock(&p->mu);
 	p->jerr = err;
 	pthread_mutex_unlock(&p->mu);
+	if (err == JRNL_OK && jrnl_in_callbacks()) {
+		p->next = NULL;
+		if (defer_tail == NULL)
+			defer_tail = &defer_head;
+		*defer_tail = a;
+		defer_tail = &p->next;
+		return;
+	}
 	if (err == JRNL_OK && push_queue(a) == 0)
 		return;
 	accept_wake(a);

@@ -460,8 +460,9 @@ jrnl_put_jobs_cb(struct jrnl *j, const struct jrnl_job *jobs, size_t n,
 	pthread_mutex_lock(&j->mu);
 	r->seq = ++j->put_seq;
 	TAILQ_INSERT_TAIL(&j->puts, r, entry);
-	pthread_cond_signal(&j->wake);
 	pthread_mutex_unlock(&j->mu);
+	/* After the unlock: the writer woken does not wait for mu. */
+	pthread_cond_signal(&j->wake);
 	return JRNL_OK;
 }
 

@@ -58,6 +58,8 @@ struct jrnl_config {
 	int		 purge_batch;		/* jobs per purge txn: 500 */
 	int		 start_unavailable;	/* open even when the database
 						   cannot be reached yet */
+	void		(*callbacks_done)(void);	/* NULL, or see
+						   jrnl_in_callbacks() */
 };
 
 /*
@@ -208,6 +210,13 @@ enum jrnl_err jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs,
 typedef void	(*jrnl_done_fn)(enum jrnl_err err, void *arg);
 enum jrnl_err jrnl_put_jobs_cb(struct jrnl *j, const struct jrnl_job *jobs,
 	    size_t n, jrnl_done_fn done, void *arg);
+/*
+ * 1 while the calling thread is the writer running a group of done
+ * callbacks; the config's callbacks_done is called on it after the group,
+ * so a done callback may defer its hand-off (a wake-up) to the end of the
+ * group: one wake-up per group commit rather than one per put.
+ */
+int	jrnl_in_callbacks(void);
 /*
  * Queue a state change (copied); never waits for I/O.  When the queue is
  * full the transition is dropped and counted.

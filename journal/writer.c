@@ -228,6 +228,14 @@ jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r)
 	free(r);
 }
 
+static __thread int in_callbacks;
+
+int
+jrnl_in_callbacks(void)
+{
+	return in_callbacks;
+}
+
 void
 jrnl_run_callbacks(struct jrnl *j)
 {
@@ -239,12 +247,16 @@ jrnl_run_callbacks(struct jrnl *j)
 	TAILQ_INIT(&l);
 	TAILQ_CONCAT(&l, &j->settled, entry);
 	pthread_mutex_unlock(&j->mu);
+	in_callbacks = 1;
 	while ((r = TAILQ_FIRST(&l)) != NULL) {
 		TAILQ_REMOVE(&l, r, entry);
 		r->cb(r->result, r->cb_arg);
 		free(r->copy);
 		free(r);
 	}
+	in_callbacks = 0;
+	if (j->cfg.callbacks_done != NULL)
+		j->cfg.callbacks_done();
 	pthread_mutex_lock(&j->mu);
 }
 

@@ -896,8 +896,25 @@ struct cb_rec {
 	int		 calls[8];
 	int		 found[8];	/* the row was readable at the call */
 	enum jrnl_err	 err[8];
+	int		 in_cb[8];	/* jrnl_in_callbacks() at the call */
 	int		 total;
 };
+
+/*
+ * The config's callbacks_done: counts its calls and how many callbacks had
+ * run by each (the writer calls it after each group of callbacks).
+ */
+static struct cb_rec *hook_rec;
+static int hook_calls, hook_seen;
+
+static void
+cb_hook(void)
+{
+	pthread_mutex_lock(&hook_rec->mu);
+	hook_calls++;
+	hook_seen = hook_rec->total;
+	pthread_mutex_unlock(&hook_rec->mu);
+}
 
 struct cb_arg {
 	struct cb_rec	*rec;
@@ -917,6 +934,7 @@ cb_done(enum jrnl_err err, void *arg)
 	    tj_collect_id, &ids) == JRNL_OK && ids.n == 1;
 	pthread_mutex_lock(&r->mu);
 	r->calls[a->i]++;
+	r->in_cb[a->i] = jrnl_in_callbacks();
 	r->found[a->i] = found;
 	r->err[a->i] = err;
 	r->total++;
@@ -950,6 +968,7 @@ test_put_cb(void **state)
 	struct tb *b = tj_begin(state);
 	struct cb_rec rec;
 	struct cb_arg args[8];
+	struct jrnl_config c;
 	struct jrnl_job job;
 	struct jrnl *j;
 	int64_t t0;
@@ -960,9 +979,14 @@ test_put_cb(void **state)
 	pthread_cond_init(&rec.cv, NULL);
 	for (i = 0; i < 8; i++)
 		args[i] = (struct cb_arg){ &rec, i, idv[i] };
+	hook_rec = &rec;
+	hook_calls = hook_seen = 0;
 
-	j = tj_open(b, JRNL_MODE_SYNC);
+	c = tj_cfg(b, JRNL_MODE_SYNC);
+	c.callbacks_done = cb_hook;
+	j = tj_open_cfg(&c);
 	rec.j = j;
+	assert_int_equal(jrnl_in_callbacks(), 0);
 	job = tj_job("cb", "a", "C0", NULL, 1);
 	assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, NULL, NULL),
 	    JRNL_EINVAL);
@@ -979,7 +1003,12 @@ test_put_cb(void **state)
 		assert_int_equal(rec.calls[i], 1);
 		assert_int_equal(rec.err[i], JRNL_OK);
 		assert_true(rec.found[i]);
+		assert_int_equal(rec.in_cb[i], 1);	/* the writer's group */
 	}
+	/* Told after each group: at least once, at most once per put, and
+	 * after the last callback. */
+	assert_true(hook_calls >= 1 && hook_calls <= 7);
+	assert_int_equal(hook_seen, 7);
 	pthread_mutex_unlock(&rec.mu);
 
 	/* The database gone: called back with the error, in bounded time. */
@@ -994,6 +1023,8 @@ test_put_cb(void **state)
 	pthread_mutex_lock(&rec.mu);
 	assert_int_equal(rec.calls[7], 1);
 	assert_int_equal(rec.err[7], JRNL_EUNAVAIL);
+	assert_int_equal(rec.in_cb[7], 1);
+	assert_int_equal(hook_seen, 8);
 	pthread_mutex_unlock(&rec.mu);
 	assert_true(tj_wait_until(tj_is_ready, j, 20000));
 	tj_close(j);
@@ -1010,6 +1041,7 @@ test_put_cb(void **state)
 	assert_int_equal(rec.total, 1);
 	assert_int_equal(rec.calls[0], 1);
 	assert_int_equal(rec.err[0], JRNL_OK);
+	assert_int_equal(rec.in_cb[0], 0);	/* the caller's own thread */
 	tj_close(j);
 	pthread_mutex_destroy(&rec.mu);
 	pthread_cond_destroy(&rec.cv);
