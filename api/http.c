@@ -51,7 +51,9 @@ struct req_priv {
 struct api_server {
 	struct MHD_Daemon		*mhd;
 	struct api_server_config	 cfg;
-	pthread_mutex_t			 lock;	/* guards suspended, stopping */
+	pthread_mutex_t			 lock;	/* guards suspended; stopping
+						   is written under it, read
+						   atomically */
 	struct req_priv			*suspended;
 	int				 stopping;
 };
@@ -686,12 +688,9 @@ api_server_arg(struct api_server *srv)
 static void
 run_handler(struct api_server *srv, struct api_req *req)
 {
-	int stopping;
-
-	pthread_mutex_lock(&srv->lock);
-	stopping = srv->stopping;
-	pthread_mutex_unlock(&srv->lock);
-	if (stopping && req->state != NULL) {
+	/* Without the lock: every handler runs here, and resumes hold it. */
+	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) &&
+	    req->state != NULL) {
 		api_error(req, 503, "shutting_down", NULL,
 		    "the server is shutting down");
 		return;
@@ -891,7 +890,7 @@ api_server_stop(struct api_server *srv)
 		return;
 	/* MHD wants every suspended connection resumed before it stops. */
 	pthread_mutex_lock(&srv->lock);
-	srv->stopping = 1;
+	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
 	while ((rp = srv->suspended) != NULL) {
 		unlink_suspended(srv, rp);
 		rp->pub.suspended = 0;

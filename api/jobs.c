@@ -563,7 +563,7 @@ struct api_accept_priv {
 	pthread_mutex_t		 mu;
 	int			 refs;		/* the request, the journal */
 	struct api_req		*req;		/* NULL once it is gone */
-	enum jrnl_err		 jerr;		/* the journal's answer */
+	int			 jerr;		/* the journal's answer */
 	int			 phase;		/* 0 new, 1 journaling, 2 */
 	size_t			 quota_held;	/* to give back if gone */
 	char			 tenant[API_TENANT_MAX + 1];
@@ -572,6 +572,11 @@ struct api_accept_priv {
 	struct sched		*sched;
 	struct api_accept	*next;		/* in the pushers' queue */
 	int			 pushed;	/* Redis has answered */
+	/*
+	 * jerr and pushed are stored (release) before the request is resumed
+	 * and loaded (acquire) by its handler: no lock, so the handler never
+	 * waits for the pusher still holding mu around its api_resume().
+	 */
 };
 
 static void
@@ -638,12 +643,16 @@ static void
 accept_wake(struct api_accept *a)
 {
 	struct api_accept_priv *p = a->priv;
+	int last;
 
+	/* Our reference dropped in the same hold of mu. */
 	pthread_mutex_lock(&p->mu);
 	if (p->req != NULL)
 		api_resume(p->req);
+	last = --p->refs == 0;
 	pthread_mutex_unlock(&p->mu);
-	accept_unref(a, 0);
+	if (last)
+		accept_destroy(a);
 }
 
 /* ------------------------------------------------------------------ */
@@ -818,9 +827,7 @@ accept_journaled(enum jrnl_err err, void *arg)
 	struct api_accept *a = arg;
 	struct api_accept_priv *p = a->priv;
 
-	pthread_mutex_lock(&p->mu);
-	p->jerr = err;
-	pthread_mutex_unlock(&p->mu);
+	__atomic_store_n(&p->jerr, (int)err, __ATOMIC_RELEASE);
 	if (err == JRNL_OK && jrnl_in_callbacks()) {
 		p->next = NULL;
 		if (defer_tail == NULL)
@@ -955,9 +962,7 @@ accept_push(struct sched *sched, struct api_accept **v, size_t nv)
 	}
 	for (j = 0; j < nv; j++) {
 		p = v[j]->priv;
-		pthread_mutex_lock(&p->mu);
-		p->pushed = 1;
-		pthread_mutex_unlock(&p->mu);
+		__atomic_store_n(&p->pushed, 1, __ATOMIC_RELEASE);
 	}
 	free(err);
 	free(res);
@@ -1009,9 +1014,8 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		if (i < n && accept_push_wait(req, a) == 1)
 			return 1;
 	} else if (p->phase == 1) {
-		pthread_mutex_lock(&p->mu);
-		je = p->jerr;
-		pthread_mutex_unlock(&p->mu);
+		je = (enum jrnl_err)__atomic_load_n(&p->jerr,
+		    __ATOMIC_ACQUIRE);
 		if (je != JRNL_OK) {
 			api_journal_refused(req, req->tenant, a->t->name,
 			    n, je);
@@ -1023,9 +1027,7 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		return 0;	/* done already */
 	p->phase = 2;
 	now = p->now_ms;
-	pthread_mutex_lock(&p->mu);
-	rc = p->pushed;
-	pthread_mutex_unlock(&p->mu);
+	rc = __atomic_load_n(&p->pushed, __ATOMIC_ACQUIRE);
 	if (!rc)	/* the pushers stopped, or nothing to push */
 		accept_push(ctx->sched, &a, 1);
 	for (i = 0; i < n; i++) {
