@@ -89,27 +89,19 @@ hook_ready(const char *tenant, const char *topic, void *arg)
 }
 
 /*
- * Whether the journal records this change.  No job's move into in_flight
- * is: a restore treats an in-flight job as due again at the due time the
- * journal already holds, exactly as the state before it, so the row would
- * change nothing a restore derives; the attempt's outcome is written
- * (in_flight -> delivered, retrying, dead or, released, ready).  So a
- * delivery or a pull's reserve and ack is one row per attempt.  Of a push
- * topic's job, ready is not written either: it lasts as long as the
- * callback.  A pull job's ready is (the topic's backlog, which the journal's
- * listing shows).
+ * Whether the journal records this change: not a move into ready or
+ * in_flight, of any topic.  A restore puts an in-flight job back due at
+ * the due time its row already holds, and a ready one (due now) is what a
+ * waiting job whose due time has passed becomes at the timer's next pass,
+ * so neither row would change what a restore brings back.  The journal
+ * keeps the waiting state instead and writes one row per attempt, in_flight
+ * -> its outcome (delivered, retrying, dead, or ready again when released,
+ * also not written): a push's delivery, or a pull's reserve and ack.
  */
 static int
-journaled(struct wire *w, const struct sched_job *job, enum sched_state to)
+journaled(enum sched_state to)
 {
-	struct sched_topic_info ti;
-
-	if (to == SCHED_IN_FLIGHT)
-		return 0;
-	if (to != SCHED_READY)
-		return 1;
-	return registry_topic_info(w->reg, job->tenant, job->topic, &ti) ==
-	    -1 || !ti.push;
+	return to != SCHED_READY && to != SCHED_IN_FLIGHT;
 }
 
 /*
@@ -127,8 +119,7 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 	struct jrnl_transition t;
 
 	api_obs_transition(job, (int)from, (int)to, a);
-	if (w->jrnl == NULL || from >= SCHED_NSTATES ||
-	    !journaled(w, job, to))
+	if (w->jrnl == NULL || from >= SCHED_NSTATES || !journaled(to))
 		return;
 	memset(&t, 0, sizeof(t));
 	t.tenant = job->tenant;
