@@ -45,20 +45,19 @@ static struct curl_slist *
 slist_addf(struct curl_slist *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* One header line, formatted once on the stack (no line is longer). */
 static struct curl_slist *
 slist_addf(struct curl_slist *l, const char *fmt, ...)
 {
-	struct buf b;
+	char line[DISP_HEADER_NAME_MAX + DISP_HEADER_VALUE_MAX + 64 + 1];
 	va_list ap;
 	int r;
 
-	buf_init(&b, DISP_HEADER_NAME_MAX + DISP_HEADER_VALUE_MAX + 64);
 	va_start(ap, fmt);
-	r = buf_vprintf(&b, fmt, ap);
+	r = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (r == 0)
-		l = slist_add(l, b.data);
-	buf_free(&b);
+	if (r >= 0 && (size_t)r < sizeof(line))
+		l = slist_add(l, line);
 	return l;
 }
 
