@@ -65,16 +65,25 @@ id_format(const struct id_parts *parts, char out[ID_LEN + 1])
 	out[ID_LEN] = '\0';
 }
 
-/* The 5-bit value of an id character, or -1 (lowercase and I L O U too). */
+/*
+ * The 5-bit value of an id character, or -1 (lowercase and I L O U too):
+ * a table, as ids are parsed several times per job.
+ */
+#define V(c, v)	[(unsigned char)(c)] = (v) + 1
+static const signed char id_values[256] = {
+	V('0', 0), V('1', 1), V('2', 2), V('3', 3), V('4', 4), V('5', 5),
+	V('6', 6), V('7', 7), V('8', 8), V('9', 9), V('A', 10), V('B', 11),
+	V('C', 12), V('D', 13), V('E', 14), V('F', 15), V('G', 16),
+	V('H', 17), V('J', 18), V('K', 19), V('M', 20), V('N', 21),
+	V('P', 22), V('Q', 23), V('R', 24), V('S', 25), V('T', 26),
+	V('V', 27), V('W', 28), V('X', 29), V('Y', 30), V('Z', 31),
+};
+#undef V
+
 static int
 id_char_value(char ch)
 {
-	int v;
-
-	for (v = 0; v < 32; v++)
-		if (id_alphabet[v] == ch)
-			return v;
-	return -1;
+	return id_values[(unsigned char)ch] - 1;
 }
 
 int

@@ -681,6 +681,29 @@ test_id_format_parse(void **state)
 	assert_int_equal(id_parse("7ZZZZZZZZZZZZZZZ", NULL), 0);
 }
 
+/* Every byte in the last place: taken with its value iff Crockford's. */
+static void
+test_id_every_char(void **state)
+{
+	static const char alphabet[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+	struct id_parts p;
+	const char *at;
+	char id[ID_LEN + 1] = "000000000000000x";
+	int c;
+
+	(void)state;
+	for (c = 1; c < 256; c++) {
+		id[ID_LEN - 1] = (char)c;
+		at = memchr(alphabet, c, 32);
+		if (at == NULL) {
+			assert_int_equal(id_parse(id, &p), -1);
+			continue;
+		}
+		assert_int_equal(id_parse(id, &p), 0);
+		assert_int_equal(p.shard, (uint32_t)(at - alphabet));
+	}
+}
+
 static void
 test_id_parse_rejects(void **state)
 {
@@ -904,6 +927,7 @@ main(void)
 		cmocka_unit_test(test_timingsafe_memcmp),
 		cmocka_unit_test(test_id_format_parse),
 		cmocka_unit_test(test_id_parse_rejects),
+		cmocka_unit_test(test_id_every_char),
 		cmocka_unit_test(test_id_node_shard),
 		cmocka_unit_test(test_id_order),
 		cmocka_unit_test(test_id_seq_exhaustion),
