@@ -278,6 +278,21 @@ api_job_list(struct api_req *req)
 		    "retrying, delivered, dead, cancelled");
 		return;
 	}
+	/*
+	 * The journal writes each attempt's outcome, not a job's moves into
+	 * ready or in_flight (JOURNAL.md): a listing by them would always be
+	 * empty, so it is refused with where to look instead.
+	 */
+	if (state != NULL && (strcmp(state, "ready") == 0 ||
+	    strcmp(state, "in_flight") == 0)) {
+		api_error(req, 400, "invalid_field", "state",
+		    "jobs cannot be listed by state %s: the listing reads the "
+		    "journal, which keeps a job's waiting state until the "
+		    "outcome of its attempt; the topic's counts "
+		    "(GET /v1/topics/{topic}) and GET /v1/jobs/{id} show it "
+		    "live", state);
+		return;
+	}
 	if (*cursor != '\0' && api_check_job_id(req, cursor) == -1)
 		return;
 	if (api_need_journal(req, "listing jobs") == -1)

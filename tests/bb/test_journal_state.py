@@ -37,6 +37,14 @@ def case_finished(drv):
             harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
         L.ready(d)
         _, key = L.tenant(d)
+        # The journal has no ready or in_flight rows: listing by them is
+        # refused, not answered empty; a waiting state lists.
+        for st in ("ready", "in_flight"):
+            code, _, b = get(d, key, "/v1/jobs?state=" + st)
+            assert code == 400 and b["error"]["code"] == "invalid_field" \
+                and b["error"]["field"] == "state" \
+                and "cannot be listed" in b["error"]["message"], (st, b)
+        L.ok(get(d, key, "/v1/jobs?state=retrying"), 200)
         qa = L.topic(d, key, callback_url=rcv.url("/ok"))
         qd = L.topic(d, key, callback_url=rcv.url("/gone"))
         push = "/v1/topics/%s/jobs"
