@@ -893,10 +893,10 @@ struct cb_rec {
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 cv;
 	struct jrnl	*j;
-	int		 calls[8];
-	int		 found[8];	/* the row was readable at the call */
-	enum jrnl_err	 err[8];
-	int		 in_cb[8];	/* jrnl_in_callbacks() at the call */
+	int		 calls[9];
+	int		 found[9];	/* the row was readable at the call */
+	enum jrnl_err	 err[9];
+	int		 in_cb[9];	/* jrnl_in_callbacks() at the call */
 	int		 total;
 };
 
@@ -963,11 +963,11 @@ cb_wait(struct cb_rec *r, int n)
 static void
 test_put_cb(void **state)
 {
-	static const char *const idv[8] = { "C0", "C1", "C2", "C3", "C4",
-	    "C5", "C6", "C7" };
+	static const char *const idv[9] = { "C0", "C1", "C2", "C3", "C4",
+	    "C5", "C6", "C7", "C8" };
 	struct tb *b = tj_begin(state);
 	struct cb_rec rec;
-	struct cb_arg args[8];
+	struct cb_arg args[9];
 	struct jrnl_config c;
 	struct jrnl_job job;
 	struct jrnl *j;
@@ -977,7 +977,7 @@ test_put_cb(void **state)
 	memset(&rec, 0, sizeof(rec));
 	pthread_mutex_init(&rec.mu, NULL);
 	pthread_cond_init(&rec.cv, NULL);
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < 9; i++)
 		args[i] = (struct cb_arg){ &rec, i, idv[i] };
 	hook_rec = &rec;
 	hook_calls = hook_seen = 0;
@@ -996,9 +996,17 @@ test_put_cb(void **state)
 		    &args[i]), JRNL_OK);
 	}
 	assert_true(cb_wait(&rec, 7));
-	usleep(50000);			/* a second call would show now */
+	/*
+	 * One put more, called back after every group before it: a second
+	 * call for any of the seven would have come by then.
+	 */
+	job = tj_job("cb", "a", idv[8], NULL, 17);
+	assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, cb_done, &args[8]),
+	    JRNL_OK);
+	assert_true(cb_wait(&rec, 8));
 	pthread_mutex_lock(&rec.mu);
-	assert_int_equal(rec.total, 7);
+	assert_int_equal(rec.total, 8);
+	assert_int_equal(rec.calls[8], 1);
 	for (i = 0; i < 7; i++) {
 		assert_int_equal(rec.calls[i], 1);
 		assert_int_equal(rec.err[i], JRNL_OK);
@@ -1007,8 +1015,8 @@ test_put_cb(void **state)
 	}
 	/* Told after each group: at least once, at most once per put, and
 	 * after the last callback. */
-	assert_true(hook_calls >= 1 && hook_calls <= 7);
-	assert_int_equal(hook_seen, 7);
+	assert_true(hook_calls >= 2 && hook_calls <= 8);
+	assert_int_equal(hook_seen, 8);
 	pthread_mutex_unlock(&rec.mu);
 
 	/* The database gone: called back with the error, in bounded time. */
@@ -1017,18 +1025,18 @@ test_put_cb(void **state)
 	t0 = clock_mono_us();
 	assert_int_equal(jrnl_put_jobs_cb(j, &job, 1, cb_done, &args[7]),
 	    JRNL_OK);
-	assert_true(cb_wait(&rec, 8));
+	assert_true(cb_wait(&rec, 9));
 	assert_true(clock_mono_us() - t0 < 3000000);	/* timeout_ms 1000 */
 	jrnl_test_set_unavailable(0);
 	pthread_mutex_lock(&rec.mu);
 	assert_int_equal(rec.calls[7], 1);
 	assert_int_equal(rec.err[7], JRNL_EUNAVAIL);
 	assert_int_equal(rec.in_cb[7], 1);
-	assert_int_equal(hook_seen, 8);
+	assert_int_equal(hook_seen, 9);
 	pthread_mutex_unlock(&rec.mu);
 	assert_true(tj_wait_until(tj_is_ready, j, 20000));
 	tj_close(j);
-	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 7);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 8);
 
 	/* ASYNC: called back once queued, before the return. */
 	j = tj_open(b, JRNL_MODE_ASYNC);
