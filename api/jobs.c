@@ -742,25 +742,33 @@ push_running(void)
 }
 
 /*
- * Queues a (holding a reference for the pushers); 0, or -1 when the pushers
- * are stopped or cannot start (the caller pushes itself, or drops a).
+ * Queues the chain head .. (the last's next is tail), each holding a
+ * reference for the pushers; 0, or -1 when the pushers are stopped or
+ * cannot start (the callers push themselves, or drop the chain).
  */
 static int
-push_queue(struct api_accept *a)
+push_queue_chain(struct api_accept *head, struct api_accept **tail)
 {
 	int rc = -1;
 
 	pthread_mutex_lock(&push_lock);
 	if (push_running_locked()) {
-		a->priv->next = NULL;
-		*push_tail = a;
-		push_tail = &a->priv->next;
+		*push_tail = head;
+		push_tail = tail;
 		rc = 0;
 	}
 	pthread_mutex_unlock(&push_lock);
 	if (rc == 0)	/* after the unlock, so the woken does not wait */
 		pthread_cond_signal(&push_cond);
 	return rc;
+}
+
+/* Queues a alone: push_queue_chain(). */
+static int
+push_queue(struct api_accept *a)
+{
+	a->priv->next = NULL;
+	return push_queue_chain(a, &a->priv->next);
 }
 
 /*
@@ -776,19 +784,11 @@ void
 api_push_flush(void)
 {
 	struct api_accept *a, *next;
-	int queued = 0;
+	int queued;
 
 	if ((a = defer_head) == NULL)
 		return;
-	pthread_mutex_lock(&push_lock);
-	if (push_running_locked()) {
-		*push_tail = defer_head;
-		push_tail = defer_tail;
-		queued = 1;
-	}
-	pthread_mutex_unlock(&push_lock);
-	if (queued)
-		pthread_cond_signal(&push_cond);
+	queued = push_queue_chain(defer_head, defer_tail) == 0;
 	defer_head = NULL;
 	defer_tail = NULL;
 	for (; !queued && a != NULL; a = next) {
