@@ -261,6 +261,7 @@ api_job_list(struct api_req *req)
 	int64_t limit;
 	enum jrnl_err e;
 	json_object *o;
+	int st;
 
 	memset(&l, 0, sizeof(l));
 	memset(&lc, 0, sizeof(lc));
@@ -272,7 +273,8 @@ api_job_list(struct api_req *req)
 	    api_query_int(req, "limit", 1, LIST_LIMIT_MAX, LIST_LIMIT_DEFAULT,
 	    &limit) == -1 || api_query_cursor(req, &cursor) == -1)
 		return;
-	if (state != NULL && sched_state_parse(state) < 0) {
+	st = state != NULL ? sched_state_parse(state) : SCHED_SCHEDULED;
+	if (st < 0) {
 		api_error(req, 400, "invalid_field", "state",
 		    "state must be one of scheduled, ready, in_flight, "
 		    "retrying, delivered, dead, cancelled");
@@ -283,8 +285,7 @@ api_job_list(struct api_req *req)
 	 * ready or in_flight (JOURNAL.md): a listing by them would always be
 	 * empty, so it is refused with where to look instead.
 	 */
-	if (state != NULL && (strcmp(state, "ready") == 0 ||
-	    strcmp(state, "in_flight") == 0)) {
+	if (st == SCHED_READY || st == SCHED_IN_FLIGHT) {
 		api_error(req, 400, "invalid_field", "state",
 		    "jobs cannot be listed by state %s: the listing reads the "
 		    "journal, which keeps a job's waiting state until the "
