@@ -17,6 +17,11 @@
  *    window between "nothing ready" and "parked" loses nothing.
  *  - One thread serves every deadline: it sleeps until the earliest one or
  *    the next probe, whichever comes first.
+ *  - A reserve's answer is printed directly, the body copied as stored
+ *    when it is plain JSON that json-c would print back the same
+ *    (json_plain), instead of parsed into objects and printed again; any
+ *    other job takes the json-c path, so the answer is the same value
+ *    either way (tests/bb/test_api_pull.py compares it with GET).
  *
  * Lock order: pull_lock, then the HTTP server's lock (api_resume).  A
  * waiter is touched by other threads only while it is linked, and it is
@@ -41,6 +46,7 @@
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
+#include "util/buf.h"
 #include "util/log.h"
 #include "util/strutil.h"
 #include "util/xmalloc.h"
@@ -411,6 +417,234 @@ api_pull_notify(const char *tenant, const char *topic)
 }
 
 /* ------------------------------------------------------------------ */
+/* The reserve answer, printed directly */
+
+#define PLAIN_DEPTH	32
+#define PULL_ANSWER_MORE 1024	/* an answer's bytes besides its strings */
+
+static void
+skip_ws(const char **p, const char *e)
+{
+	while (*p < e && (**p == ' ' || **p == '\t' || **p == '\n' ||
+	    **p == '\r'))
+		(*p)++;
+}
+
+/* Past a string of printable ASCII and simple escapes at *p; 0 or -1. */
+static int
+plain_string(const char **p, const char *e)
+{
+	const char *s = *p;
+
+	if (s >= e || *s++ != '"')
+		return -1;
+	while (s < e && *s != '"') {
+		if (*s == '\\') {
+			if (++s >= e || strchr("\"\\/bfnrt", *s) == NULL)
+				return -1;
+		} else if (*s < 0x20 || *s > 0x7e)
+			return -1;
+		s++;
+	}
+	if (s >= e)
+		return -1;
+	*p = s + 1;
+	return 0;
+}
+
+/* Past a number with at most 15 integer and 15 fraction digits. */
+static int
+plain_number(const char **p, const char *e)
+{
+	const char *s = *p, *d;
+
+	if (s < e && *s == '-')
+		s++;
+	if (s >= e || *s < '0' || *s > '9')
+		return -1;
+	d = s;
+	if (*s == '0')
+		s++;
+	else
+		while (s < e && *s >= '0' && *s <= '9')
+			s++;
+	if (s - d > 15)
+		return -1;
+	if (s < e && *s == '.') {
+		d = ++s;
+		while (s < e && *s >= '0' && *s <= '9')
+			s++;
+		if (s == d || s - d > 15)
+			return -1;
+	}
+	if (s < e && (*s == 'e' || *s == 'E'))
+		return -1;
+	*p = s;
+	return 0;
+}
+
+static int
+plain_value(const char **p, const char *e, int depth)
+{
+	static const char *const lit[] = { "true", "false", "null" };
+	char close;
+	size_t i, n;
+
+	skip_ws(p, e);
+	if (*p >= e)
+		return -1;
+	switch (**p) {
+	case '"':
+		return plain_string(p, e);
+	case '{':
+	case '[':
+		if (depth >= PLAIN_DEPTH)
+			return -1;
+		close = **p == '{' ? '}' : ']';
+		(*p)++;
+		skip_ws(p, e);
+		if (*p < e && **p == close) {
+			(*p)++;
+			return 0;
+		}
+		for (;;) {
+			if (close == '}') {
+				skip_ws(p, e);
+				if (plain_string(p, e) == -1)
+					return -1;
+				skip_ws(p, e);
+				if (*p >= e || *(*p)++ != ':')
+					return -1;
+			}
+			if (plain_value(p, e, depth + 1) == -1)
+				return -1;
+			skip_ws(p, e);
+			if (*p >= e)
+				return -1;
+			if (**p == close) {
+				(*p)++;
+				return 0;
+			}
+			if (*(*p)++ != ',')
+				return -1;
+		}
+	default:
+		for (i = 0; i < 3; i++) {
+			n = strlen(lit[i]);
+			if ((size_t)(e - *p) >= n &&
+			    memcmp(*p, lit[i], n) == 0) {
+				*p += n;
+				return 0;
+			}
+		}
+		return plain_number(p, e);
+	}
+}
+
+/*
+ * Whether s[0 .. len-1] is one JSON value of the plain kind that json-c
+ * reads and prints back as the same value: ASCII strings with no \u
+ * escapes, numbers without exponents or long digit runs, at most
+ * PLAIN_DEPTH deep, not a bare null.  Such text can be copied into an
+ * answer as it is; anything else (valid JSON or not) takes the json-c
+ * path.
+ */
+static int
+json_plain(const char *s, size_t len)
+{
+	const char *p = s, *e = s + len;
+
+	if (len == 0 || plain_value(&p, e, 0) == -1)
+		return 0;
+	/* json-c reads a bare null as no value: the body is then a string. */
+	skip_ws(&s, e);
+	if (*s == 'n')
+		return 0;
+	skip_ws(&p, e);
+	return p == e;
+}
+
+/* Whether s needs no escaping inside a JSON string. */
+static int
+str_plain(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
+			return 0;
+	return 1;
+}
+
+static void
+put_str(struct buf *b, const char *key, const char *v)
+{
+	buf_puts(b, key);
+	if (v == NULL) {
+		buf_puts(b, "null");
+		return;
+	}
+	buf_append(b, "\"", 1);
+	buf_puts(b, v);
+	buf_append(b, "\"", 1);
+}
+
+static void
+put_int(struct buf *b, const char *key, int64_t v)
+{
+	char d[24], *q = d + sizeof(d);
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+
+	do
+		*--q = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		*--q = '-';
+	buf_puts(b, key);
+	buf_append(b, q, (size_t)(d + sizeof(d) - q));
+}
+
+/*
+ * The reserve answer as reserved_json() would print it, built without
+ * json-c: the body and headers copied as stored when json_plain() says
+ * they read back the same.  0, or -1 when a field needs json-c.
+ */
+static int
+reserved_text(struct buf *b, const struct sched_job *job, int64_t ttr_ms)
+{
+	const char *hdr = job->headers_json != NULL ? job->headers_json :
+	    "{}";
+
+	/* Room for all of it: no append below can fail half-way. */
+	buf_init(b, job->body_len + strlen(hdr) + PULL_ANSWER_MORE +
+	    (job->bizkey != NULL ? strlen(job->bizkey) : 0) +
+	    (job->schedule != NULL ? strlen(job->schedule) : 0));
+	if (!json_plain(job->body, job->body_len) ||
+	    !json_plain(hdr, strlen(hdr)) ||
+	    (job->bizkey != NULL && !str_plain(job->bizkey)) ||
+	    (job->schedule != NULL && !str_plain(job->schedule)) ||
+	    !str_plain(job->id) || !str_plain(job->token) ||
+	    job->topic == NULL || !str_plain(job->topic))
+		return -1;
+	put_str(b, "{\"id\":", job->id);
+	put_str(b, ",\"topic\":", job->topic);
+	put_str(b, ",\"state\":", sched_state_name(job->state));
+	put_str(b, ",\"bizkey\":", job->bizkey);
+	put_int(b, ",\"priority\":", job->priority);
+	put_int(b, ",\"created_ms\":", job->created_ms);
+	put_int(b, ",\"next_attempt_ms\":", job->due_ms);
+	put_int(b, ",\"attempt_count\":", job->attempts);
+	buf_puts(b, ",\"body\":");
+	buf_append(b, job->body, job->body_len);
+	buf_puts(b, ",\"headers\":");
+	buf_puts(b, hdr);
+	put_str(b, ",\"retry_schedule\":", job->schedule);
+	put_int(b, ",\"ttr_ms\":", job->ttr_ms > 0 ? job->ttr_ms : ttr_ms);
+	put_str(b, ",\"token\":", job->token);
+	put_int(b, ",\"attempt\":", job->attempts + 1);
+	put_int(b, ",\"deadline_ms\":", job->deadline_ms);
+	return buf_append(b, "}", 1);
+}
+
+/* ------------------------------------------------------------------ */
 /* Handlers */
 
 static json_object *
@@ -472,10 +706,17 @@ static void
 reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
     struct sched_job *job)
 {
+	struct buf b;
 	int stale;
 
 	if (e == SCHED_OK) {
-		api_reply_json(req, 200, reserved_json(job, w->ttr_ms));
+		if (reserved_text(&b, job, w->ttr_ms) == 0)
+			api_reply(req, 200, "application/json", b.data,
+			    b.len);
+		else
+			api_reply_json(req, 200, reserved_json(job,
+			    w->ttr_ms));
+		buf_free(&b);
 		sched_job_free(job);
 		/* There may be more: pass the word on. */
 		pthread_mutex_lock(&pull_lock);
