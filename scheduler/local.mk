@@ -6,6 +6,7 @@ libscheduler_a_SOURCES = \
 	scheduler/conn.c scheduler/conn.h scheduler/cluster.c scheduler/url.c \
 	scheduler/scripts.c scheduler/scripts.h \
 	scheduler/record.c scheduler/store.c scheduler/query.c \
+	scheduler/heads.c \
 	scheduler/lease.c scheduler/timer.c scheduler/sub.c \
 	scheduler/sched.c scheduler/sched.h scheduler/sched_int.h
 nodist_libscheduler_a_SOURCES = scheduler/scripts_gen.c

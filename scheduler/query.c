@@ -1,7 +1,8 @@
 /*
  * query.c - the scheduler's reads: a job with its attempt log, counts per
- * state, the dead letters of a topic newest first, the shard holding a
- * topic's best ready job, a bizkey's job.  Plain commands, no scripts: a read
+ * state, the dead letters of a topic newest first, which shards hold a
+ * topic's best ready jobs (reading only the shards heads.c does not know),
+ * a bizkey's job.  Plain commands, no scripts: a read
  * needs no atomicity beyond one command's.
  *
  * Key decision: a read that spans a tenant's shards is one pipeline of one
@@ -245,15 +246,10 @@ out:
 	return e;
 }
 
-struct ready_head {
-	double	score;
-	int	shard;
-};
-
 static int
 ready_cmp(const void *a, const void *b)
 {
-	const struct ready_head *x = a, *y = b;
+	const struct sched_head *x = a, *y = b;
 
 	if (x->score != y->score)
 		return x->score < y->score ? -1 : 1;
@@ -261,107 +257,140 @@ ready_cmp(const void *a, const void *b)
 }
 
 /*
- * The first n scores of each shard's ready set of the topic, sorted (best
- * first) into *h (*nh of them, the caller frees *h).
+ * The first n scores of the ready set of the topic of each shard with
+ * read[shard], in one pipeline, handed to sched_heads_learn() with gen[].
  */
 static enum sched_err
 ready_heads(struct sched *s, redisContext *c, const char *tenant,
-    const char *topic, size_t n, struct ready_head **hout, size_t *nh,
-    int *broken)
+    const char *topic, size_t n, const unsigned char *read,
+    const uint64_t *gen, int *broken)
 {
 	char (*keys)[SCHED_KEY_MAX], last[24];
 	const char **argv;
-	size_t *lens, j, k = 0;
+	size_t *lens, j;
 	redisReply **r;
-	struct ready_head *h;
+	double *score;
 	enum sched_err e;
-	int ns = s->cfg.shards, i;
+	int ns = s->cfg.shards, *shard, nr = 0, i, k;
 
-	*hout = NULL;
-	*nh = 0;
 	snprintf(last, sizeof(last), "%zu", n - 1);
 	keys = xcalloc((size_t)ns, sizeof(*keys));
 	argv = xcalloc((size_t)ns * 5, sizeof(*argv));
 	lens = xcalloc((size_t)ns * 5, sizeof(*lens));
 	r = xcalloc((size_t)ns, sizeof(*r));
-	h = xcalloc((size_t)ns * n, sizeof(*h));
+	shard = xcalloc((size_t)ns, sizeof(*shard));
+	score = xcalloc(n, sizeof(*score));
 	for (i = 0; i < ns; i++) {
-		sched_key(keys[i], tenant, i, "r", topic);
-		argv[5 * i] = "ZRANGE";
-		lens[5 * i] = 6;
-		argv[5 * i + 1] = keys[i];
-		lens[5 * i + 1] = strlen(keys[i]);
-		argv[5 * i + 2] = "0";
-		lens[5 * i + 2] = 1;
-		argv[5 * i + 3] = last;
-		lens[5 * i + 3] = strlen(last);
-		argv[5 * i + 4] = "WITHSCORES";
-		lens[5 * i + 4] = 10;
+		if (!read[i])
+			continue;
+		shard[nr] = i;
+		sched_key(keys[nr], tenant, i, "r", topic);
+		argv[5 * nr] = "ZRANGE";
+		lens[5 * nr] = 6;
+		argv[5 * nr + 1] = keys[nr];
+		lens[5 * nr + 1] = strlen(keys[nr]);
+		argv[5 * nr + 2] = "0";
+		lens[5 * nr + 2] = 1;
+		argv[5 * nr + 3] = last;
+		lens[5 * nr + 3] = strlen(last);
+		argv[5 * nr + 4] = "WITHSCORES";
+		lens[5 * nr + 4] = 10;
+		nr++;
 	}
-	e = pipeline(s, c, ns, 5, argv, lens, r, broken);
+	e = pipeline(s, c, nr, 5, argv, lens, r, broken);
 	if (e != SCHED_OK)
 		goto out;
-	for (i = 0; i < ns; i++) {
+	for (i = 0; i < nr; i++) {
 		if (r[i]->type == REDIS_REPLY_ERROR) {
 			e = sched_reply_err(c, r[i], broken, "ZRANGE");
 			continue;
 		}
 		if (r[i]->type != REDIS_REPLY_ARRAY)
 			continue;
-		for (j = 1; j < r[i]->elements && j < 2 * n; j += 2) {
+		for (k = 0, j = 1; j < r[i]->elements && (size_t)k < n;
+		    j += 2) {
 			if (r[i]->element[j]->type != REDIS_REPLY_STRING)
 				continue;
-			h[k].score = strtod(r[i]->element[j]->str, NULL);
-			h[k++].shard = i;
+			score[k++] = strtod(r[i]->element[j]->str, NULL);
 		}
+		sched_heads_learn(s, tenant, topic, shard[i], gen[shard[i]],
+		    score, k, (size_t)k == n);
 	}
-	free_replies(r, ns);
-	qsort(h, k, sizeof(*h), ready_cmp);
-	*nh = k;
-	*hout = h;
-	h = NULL;
+	free_replies(r, nr);
 out:
 	free(keys);
 	free(argv);
 	free(lens);
 	free(r);
-	free(h);
+	free(shard);
+	free(score);
 	return e;
 }
 
+#define READY_ROUNDS	3
+
 enum sched_err
 sched_q_ready_take(struct sched *s, redisContext *c, const char *tenant,
-    const char *topic, size_t n, int *take, int *more, int *broken)
+    const char *topic, size_t n, int fresh, int *take, uint64_t *gen,
+    int *mp, int *more, int *broken)
 {
-	struct ready_head *h;
-	enum sched_err e;
+	struct sched_head *h;
+	enum sched_err e = SCHED_OK;
+	unsigned char *read, *full;
 	size_t nh, i, m;
-	int ns = s->cfg.shards, *seen;
+	int ns = s->cfg.shards, *seen, k, unknown, round;
 
 	memset(take, 0, (size_t)ns * sizeof(*take));
 	*more = 0;
+	*mp = 0;
 	if (n == 0)
 		return SCHED_OK;
 	/* Enough of each shard for an even spread twice over. */
 	m = 2 * ((n + (size_t)ns - 1) / (size_t)ns) + 2;
 	if (m > n)
 		m = n;
-	e = ready_heads(s, c, tenant, topic, m, &h, &nh, broken);
+	if (m > SCHED_HEADS_MAX)
+		m = SCHED_HEADS_MAX;
+	/* Read (and ask reserve.lua for) a few more when n is small. */
+	*mp = (int)(m > SCHED_HEADS_READ ? m : SCHED_HEADS_READ);
+	read = xcalloc((size_t)ns, 1);
+	full = xcalloc((size_t)ns, 1);
 	seen = xcalloc((size_t)ns, sizeof(*seen));
-	for (i = 0; e == SCHED_OK && i < nh; i++)
-		seen[h[i].shard]++;
-	for (i = 0; e == SCHED_OK && i < nh && i < n; i++) {
+	h = xcalloc((size_t)ns * SCHED_HEADS_MAX, sizeof(*h));
+	/* A shard forgotten while it was read is read again. */
+	for (round = 0; round < READY_ROUNDS; round++) {
+		sched_heads_plan(s, tenant, topic, (int)m, fresh && round == 0,
+		    read, gen);
+		for (k = 0; k < ns && !read[k]; k++)
+			;
+		if (k < ns)
+			e = ready_heads(s, c, tenant, topic, (size_t)*mp,
+			    read, gen, broken);
+		if (e != SCHED_OK)
+			goto out;
+		nh = sched_heads_collect(s, tenant, topic, h, seen, full,
+		    &unknown);
+		if (!unknown)
+			break;
+	}
+	qsort(h, nh, sizeof(*h), ready_cmp);
+	for (i = 0; i < nh && i < n; i++) {
 		take[h[i].shard]++;
 		/*
-		 * A shard read to its limit may hold better jobs than the
-		 * next one read: stop at its last, the caller reads again.
+		 * A shard known to its limit may hold better jobs than the
+		 * next one known: stop at its last, the caller reads again.
 		 */
-		if ((size_t)seen[h[i].shard] == m &&
-		    take[h[i].shard] == seen[h[i].shard] && i + 1 < n) {
+		if (full[h[i].shard] && take[h[i].shard] == seen[h[i].shard] &&
+		    i + 1 < n) {
 			*more = 1;
 			break;
 		}
 	}
+	if (unknown)
+		*more = 1;
+out:
+	free(read);
+	free(full);
 	free(seen);
 	free(h);
 	return e;

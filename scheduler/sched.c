@@ -86,6 +86,9 @@ void
 sched_transition(struct sched *s, const struct sched_job *job,
     enum sched_state from, enum sched_state to, const struct sched_attempt *a)
 {
+	/* Released here: a pull reserve must look at the shard again. */
+	if (to == SCHED_READY && job->tenant != NULL && job->topic != NULL)
+		sched_heads_forget(s, job->tenant, job->shard, job->topic);
 	if (s->hooks.transition != NULL)
 		s->hooks.transition(job, from, to, a, s->hooks.arg);
 }
@@ -146,6 +149,8 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 	    hex);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->node_lock, NULL);
+	s->heads = sched_heads_new(s->cfg.shards);
+	s->heads_ttl_us = SCHED_HEADS_TTL_US;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cond, &ca);
@@ -216,6 +221,7 @@ sched_free(struct sched *s)
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->node_lock);
 	pthread_mutex_destroy(&s->lock);
+	sched_heads_free(s->heads);
 	free(s);
 }
 
@@ -814,27 +820,31 @@ reserved_cmp(const void *a, const void *b)
  */
 static enum sched_err
 reserve_shards(struct sched *s, redisContext *c, const char *tenant,
-    const char *topic, int64_t ttr_ms, const int *per,
-    struct sched_job **out, size_t n, size_t *got, int *shortfall,
+    const char *topic, int64_t ttr_ms, const int *per, const uint64_t *gen,
+    int m, struct sched_job **out, size_t n, size_t *got, int *shortfall,
     int *broken)
 {
 	struct sched_job **jobs;
 	struct sched_pipe *q = NULL;
+	struct sched_heads_in hi;
 	redisReply **r;
 	enum sched_err e = SCHED_OK, e1;
 	size_t njobs, i;
+	double score[SCHED_HEADS_MAX];
 	char *sent;
 	void *rep;
 	int k, ns = s->cfg.shards;
 
 	*shortfall = 0;
+	hi.want = m;
+	hi.score = score;
 	r = xcalloc((size_t)ns, sizeof(*r));
 	sent = xcalloc((size_t)ns, 1);
 	if (sched_st_pipe_prepare(s, c, broken) == 0) {
 		q = sched_pipe_new(s->pool, c);
 		for (k = 0; k < ns; k++)
-			sent[k] = per[k] > 0 && sched_st_reserve_append(s, q,
-			    tenant, k, topic, per[k], ttr_ms, 1) == 0;
+			sent[k] = per[k] > 0 && sched_st_reserve_append_h(s,
+			    q, tenant, k, topic, per[k], ttr_ms, 1, &hi) == 0;
 		/* Every reply first: a NOSCRIPT is run again below. */
 		for (k = 0; k < ns; k++) {
 			if (!sent[k])
@@ -850,14 +860,21 @@ reserve_shards(struct sched *s, redisContext *c, const char *tenant,
 		if (per[k] == 0)
 			continue;
 		if (sent[k])
-			e1 = sched_st_reserve_reply(s, c, r[k], tenant, k,
-			    topic, per[k], ttr_ms, 1, &jobs, &njobs, broken);
+			e1 = sched_st_reserve_reply_h(s, c, r[k], tenant, k,
+			    topic, per[k], ttr_ms, 1, &jobs, &njobs, &hi,
+			    broken);
 		else
-			e1 = sched_st_reserve(s, c, tenant, k, topic, per[k],
-			    ttr_ms, 1, &jobs, &njobs, broken);
+			e1 = sched_st_reserve_h(s, c, tenant, k, topic,
+			    per[k], ttr_ms, 1, &jobs, &njobs, &hi, broken);
 		r[k] = NULL;	/* freed by _reply */
 		if (e1 != SCHED_OK)
 			e = e1;
+		/* The shard as the reserve left it, or not known. */
+		if (e1 == SCHED_OK && hi.n >= 0)
+			sched_heads_learn(s, tenant, topic, k, gen[k], score,
+			    hi.n, hi.n == hi.want);
+		else
+			sched_heads_forget(s, tenant, k, topic);
 		for (i = 0; i < njobs; i++) {
 			if (*got < n)
 				out[(*got)++] = jobs[i];
@@ -880,10 +897,12 @@ reserve_shards(struct sched *s, redisContext *c, const char *tenant,
 }
 
 /*
- * Reads which shards hold the n best ready jobs and reserves that many from
- * each; a shard that gives fewer (another reserve took them meanwhile), or
- * a read that stopped short, makes one more pass over what is left, up to
- * RESERVE_PASSES.
+ * Finds which shards hold the n best ready jobs (from what it knows of
+ * them, heads.c, reading the shards it does not know) and reserves that
+ * many from each; a shard that gives fewer (another reserve took them
+ * meanwhile: then every shard is read again), or a shard known to fewer
+ * jobs than it gave (reserve.lua tells the next ones), makes one more pass
+ * over what is left, up to RESERVE_PASSES.
  */
 #define RESERVE_PASSES	4
 
@@ -895,7 +914,8 @@ sched_reserve_many(struct sched *s, const char *tenant, const char *topic,
 	redisContext *c;
 	enum sched_err e = SCHED_OK;
 	size_t got = 0, i;
-	int *per, pass, shortfall, more, broken = 0;
+	uint64_t *gen;
+	int *per, pass, shortfall, more, m, broken = 0;
 
 	*nout = 0;
 	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
@@ -909,18 +929,22 @@ sched_reserve_many(struct sched *s, const char *tenant, const char *topic,
 	if ((c = take(s, 0, &e)) == NULL)
 		return e;
 	per = xcalloc((size_t)s->cfg.shards, sizeof(*per));
+	gen = xcalloc((size_t)s->cfg.shards, sizeof(*gen));
+	shortfall = 0;
 	for (pass = 0; e == SCHED_OK && got < n && pass < RESERVE_PASSES;
 	    pass++) {
-		e = sched_q_ready_take(s, c, tenant, topic, n - got, per,
-		    &more, &broken);
+		/* What came up short is read again; the rest is known. */
+		e = sched_q_ready_take(s, c, tenant, topic, n - got,
+		    shortfall, per, gen, &m, &more, &broken);
 		if (e != SCHED_OK)
 			break;
-		e = reserve_shards(s, c, tenant, topic, ttr_ms, per, out, n,
-		    &got, &shortfall, &broken);
+		e = reserve_shards(s, c, tenant, topic, ttr_ms, per, gen, m,
+		    out, n, &got, &shortfall, &broken);
 		if (!shortfall && !more)
 			break;
 	}
 	give(s, c, broken);
+	free(gen);
 	free(per);
 	if (got > 0)
 		e = SCHED_OK;	/* what was reserved is the caller's */

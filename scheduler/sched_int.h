@@ -103,6 +103,9 @@ struct sched {
 	int64_t			 rtt_us[SCHED_OFFSET_SAMPLES]; /* their trips */
 	size_t			 noff;
 	int			 sub_fd[2];	/* wakes the subscriber */
+	/* Pull reserves' view of the ready sets (heads.c; own lock): */
+	struct sched_heads	*heads;
+	int64_t			 heads_ttl_us;	/* SCHED_HEADS_TTL_US */
 };
 
 /* ---- record.c: ids, keys, the packed record ----------------------------- */
@@ -220,6 +223,27 @@ enum sched_err sched_st_reserve(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic, int n,
 	    int64_t ttr_ms, int own_ttr, struct sched_job ***jobs,
 	    size_t *njobs, int *broken);
+/*
+ * The same, asking reserve.lua for the scores of the next h->want ready
+ * jobs of the shard after the ones taken (h->score, h->n of them; -1 when
+ * the reply had none): pull reserves keep them (sched_heads_*).
+ */
+struct sched_heads_in {
+	int	 want;
+	int	 n;
+	double	*score;		/* want of them */
+};
+enum sched_err sched_st_reserve_h(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, int n,
+	    int64_t ttr_ms, int own_ttr, struct sched_job ***jobs,
+	    size_t *njobs, struct sched_heads_in *h, int *broken);
+int	sched_st_reserve_append_h(struct sched *s, struct sched_pipe *q,
+	    const char *tenant, int shard, const char *topic, int n,
+	    int64_t ttr_ms, int own_ttr, const struct sched_heads_in *h);
+enum sched_err sched_st_reserve_reply_h(struct sched *s, redisContext *c,
+	    redisReply *r, const char *tenant, int shard, const char *topic,
+	    int n, int64_t ttr_ms, int own_ttr, struct sched_job ***jobs,
+	    size_t *njobs, struct sched_heads_in *h, int *broken);
 
 enum sched_verdict_x {
 	SCHED_V_DONE,
@@ -283,13 +307,53 @@ enum sched_err sched_q_dead_list(struct sched *s, redisContext *c,
 	    char *next_cursor, size_t next_cursor_len, int *broken);
 /*
  * How many of the n best ready jobs of a topic (higher priority, then
- * earlier due) each shard holds: take[] of one per shard.  It reads a few
- * of each shard, not n: *more when it had to stop short of n at a shard
- * read to its limit (what it counted is still the best; ask again).
+ * earlier due) each shard holds: take[] of one per shard.  It knows a few
+ * of each shard, not n, reading only the shards whose heads it does not
+ * know (heads.c; every shard when fresh): *more when it had to stop short
+ * of n at a shard known to its limit, or a shard's heads were forgotten
+ * meanwhile (what it counted is still the best; ask again, fresh).  gen[]
+ * (one per shard) is for sched_heads_learn() after the reserve; *m how
+ * many heads of a shard to ask reserve.lua for.
  */
 enum sched_err sched_q_ready_take(struct sched *s, redisContext *c,
-	    const char *tenant, const char *topic, size_t n, int *take,
-	    int *more, int *broken);
+	    const char *tenant, const char *topic, size_t n, int fresh,
+	    int *take, uint64_t *gen, int *m, int *more, int *broken);
+
+/* ---- heads.c: the ready heads pull reserves know ------------------------ */
+
+#define SCHED_HEADS_MAX		40	/* scores kept per shard */
+#define SCHED_HEADS_READ	4	/* scores read per shard, at least */
+#define SCHED_HEADS_TTL_US	20000	/* kept this long (another's promote) */
+
+struct sched_head {
+	double	score;
+	int	shard;
+};
+
+struct sched_heads *sched_heads_new(int nshards);
+void	sched_heads_free(struct sched_heads *h);
+/* Jobs became ready in the shard: what was known of it is not. */
+void	sched_heads_forget(struct sched *s, const char *tenant, int shard,
+	    const char *topic);
+/*
+ * Which shards a reserve wanting m of each must read (read[], one per
+ * shard; all when fresh), and each shard's generation now (gen[]).
+ */
+void	sched_heads_plan(struct sched *s, const char *tenant,
+	    const char *topic, int m, int fresh, unsigned char *read,
+	    uint64_t *gen);
+/* The shard's next n scores, best first, unless forgotten since gen. */
+void	sched_heads_learn(struct sched *s, const char *tenant,
+	    const char *topic, int shard, uint64_t gen, const double *score,
+	    int n, int more);
+/*
+ * Every known score into out[] (room for shards * SCHED_HEADS_MAX),
+ * unsorted; seen[] and more[] per shard; *unknown when a shard is not
+ * known (forgotten since the plan).
+ */
+size_t	sched_heads_collect(struct sched *s, const char *tenant,
+	    const char *topic, struct sched_head *out, int *seen,
+	    unsigned char *more, int *unknown);
 /* The id key indexed for a bizkey, or ENOTFOUND. */
 enum sched_err sched_q_bizkey(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic,

@@ -644,17 +644,42 @@ token_base(char out[19])
 	out[18] = '\0';
 }
 
-/* The reply of reserve (freed here) into jobs. */
+/*
+ * The next ready jobs' scores that reserve answers with after its jobs
+ * (ARGV[8]) into h->score (at most h->want); h->n = -1 when the reply has
+ * none.
+ */
+static void
+heads_parse(const redisReply *r, long long got, struct sched_heads_in *h)
+{
+	const redisReply *a;
+	size_t j;
+
+	h->n = -1;
+	if (h->want <= 0 || r->elements != (size_t)(3 + 2 * got))
+		return;
+	a = r->element[r->elements - 1];
+	if (a->type != REDIS_REPLY_ARRAY)
+		return;
+	h->n = 0;
+	for (j = 1; j < a->elements && h->n < h->want; j += 2) {
+		if (a->element[j]->type != REDIS_REPLY_STRING)
+			break;
+		h->score[h->n++] = strtod(a->element[j]->str, NULL);
+	}
+}
+
+/* The reply of reserve (freed here) into jobs (and h, if not NULL). */
 static enum sched_err
 reserve_parse(redisReply *r, const char *tenant, int shard,
-    struct sched_job ***jobs, size_t *njobs)
+    struct sched_job ***jobs, size_t *njobs, struct sched_heads_in *h)
 {
 	struct sched_job **v = NULL, *job;
 	enum sched_err e = SCHED_OK;
 	long long got;
 	size_t i, nv = 0;
 
-	if (el_int(r, 0, &got) == -1) {
+	if (el_int(r, 0, &got) == -1 || got < 0) {
 		e = SCHED_EINTERNAL;
 		goto out;
 	}
@@ -667,6 +692,8 @@ reserve_parse(redisReply *r, const char *tenant, int shard,
 		}
 		v[nv++] = job;
 	}
+	if (h != NULL)
+		heads_parse(r, got, h);
 	*jobs = v;
 	*njobs = nv;
 out:
@@ -677,12 +704,15 @@ out:
 /* reserve.lua's ARGV, for the blocking call and the pipelined one. */
 struct reserve_argv {
 	char		 cnt[24], ttr[24], base[19], tag[SCHED_KEY_MAX];
-	const char	*args[6];
+	char		 heads[24];
+	const char	*args[7];
+	int		 nargs;
 };
 
 static void
 reserve_argv(struct reserve_argv *a, const char *tenant, int shard,
-    const char *topic, int n, int64_t ttr_ms, int own_ttr)
+    const char *topic, int n, int64_t ttr_ms, int own_ttr,
+    const struct sched_heads_in *h)
 {
 	lld(a->cnt, n);
 	lld(a->ttr, ttr_ms);
@@ -694,12 +724,18 @@ reserve_argv(struct reserve_argv *a, const char *tenant, int shard,
 	a->args[3] = a->ttr;
 	a->args[4] = own_ttr ? "1" : "0";
 	a->args[5] = a->tag;
+	a->nargs = 6;
+	if (h != NULL && h->want > 0) {
+		lld(a->heads, h->want);
+		a->args[a->nargs++] = a->heads;
+	}
 }
 
 enum sched_err
-sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
+sched_st_reserve_h(struct sched *s, redisContext *c, const char *tenant,
     int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr,
-    struct sched_job ***jobs, size_t *njobs, int *broken)
+    struct sched_job ***jobs, size_t *njobs, struct sched_heads_in *h,
+    int *broken)
 {
 	struct reserve_argv a;
 	redisReply *r = NULL;
@@ -707,12 +743,35 @@ sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
 
 	*jobs = NULL;
 	*njobs = 0;
-	reserve_argv(&a, tenant, shard, topic, n, ttr_ms, own_ttr);
-	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6, a.args,
-	    NULL, &r, broken);
+	if (h != NULL)
+		h->n = -1;
+	reserve_argv(&a, tenant, shard, topic, n, ttr_ms, own_ttr, h);
+	e = run(s, c, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, a.nargs,
+	    a.args, NULL, &r, broken);
 	if (e != SCHED_OK)
 		return e;
-	return reserve_parse(r, tenant, shard, jobs, njobs);
+	return reserve_parse(r, tenant, shard, jobs, njobs, h);
+}
+
+enum sched_err
+sched_st_reserve(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int n, int64_t ttr_ms, int own_ttr,
+    struct sched_job ***jobs, size_t *njobs, int *broken)
+{
+	return sched_st_reserve_h(s, c, tenant, shard, topic, n, ttr_ms,
+	    own_ttr, jobs, njobs, NULL, broken);
+}
+
+int
+sched_st_reserve_append_h(struct sched *s, struct sched_pipe *q,
+    const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
+    int own_ttr, const struct sched_heads_in *h)
+{
+	struct reserve_argv a;
+
+	reserve_argv(&a, tenant, shard, topic, n, ttr_ms, own_ttr, h);
+	return append(s, q, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic,
+	    a.nargs, a.args, NULL);
 }
 
 int
@@ -720,11 +779,28 @@ sched_st_reserve_append(struct sched *s, struct sched_pipe *q,
     const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
     int own_ttr)
 {
-	struct reserve_argv a;
+	return sched_st_reserve_append_h(s, q, tenant, shard, topic, n,
+	    ttr_ms, own_ttr, NULL);
+}
 
-	reserve_argv(&a, tenant, shard, topic, n, ttr_ms, own_ttr);
-	return append(s, q, SCRIPT_RESERVE, tenant, shard, "jrtfc", topic, 6,
-	    a.args, NULL);
+enum sched_err
+sched_st_reserve_reply_h(struct sched *s, redisContext *c, redisReply *r,
+    const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
+    int own_ttr, struct sched_job ***jobs, size_t *njobs,
+    struct sched_heads_in *h, int *broken)
+{
+	enum sched_err e;
+
+	*jobs = NULL;
+	*njobs = 0;
+	if (h != NULL)
+		h->n = -1;
+	if (noscript(r))
+		return sched_st_reserve_h(s, c, tenant, shard, topic, n, ttr_ms,
+		    own_ttr, jobs, njobs, h, broken);
+	if ((e = reply_ok(c, r, broken, SCRIPT_RESERVE)) != SCHED_OK)
+		return e;
+	return reserve_parse(r, tenant, shard, jobs, njobs, h);
 }
 
 enum sched_err
@@ -732,16 +808,8 @@ sched_st_reserve_reply(struct sched *s, redisContext *c, redisReply *r,
     const char *tenant, int shard, const char *topic, int n, int64_t ttr_ms,
     int own_ttr, struct sched_job ***jobs, size_t *njobs, int *broken)
 {
-	enum sched_err e;
-
-	*jobs = NULL;
-	*njobs = 0;
-	if (noscript(r))
-		return sched_st_reserve(s, c, tenant, shard, topic, n, ttr_ms,
-		    own_ttr, jobs, njobs, broken);
-	if ((e = reply_ok(c, r, broken, SCRIPT_RESERVE)) != SCHED_OK)
-		return e;
-	return reserve_parse(r, tenant, shard, jobs, njobs);
+	return sched_st_reserve_reply_h(s, c, r, tenant, shard, topic, n,
+	    ttr_ms, own_ttr, jobs, njobs, NULL, broken);
 }
 
 /*

@@ -124,6 +124,8 @@ on_ready(struct sched *s, char *msg)
 		pthread_mutex_unlock(&s->lock);
 		sched_timer_wake(s, 0);
 	}
+	/* Before the consumers are woken: they must read the shard. */
+	sched_heads_forget(s, tenant, shard, topic);
 	if (s->hooks.ready != NULL)
 		s->hooks.ready(tenant, topic, s->hooks.arg);
 }

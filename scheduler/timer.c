@@ -586,6 +586,9 @@ work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
 		}
 		sl->called = 1;
 		sl->moved += moved;
+		if (moved > 0)	/* pull reserves must look again (heads.c) */
+			sched_heads_forget(s, sl->t->name, sl->shard,
+			    pc[i].topic);
 		sl->head = head;
 		if (m)
 			*more = 1;	/* the next pass goes on */

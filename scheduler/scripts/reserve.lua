@@ -6,10 +6,13 @@
 -- KEYS: 1 pool, 2 ready of the topic, 3 ready topics, 4 in flight, 5 counts
 -- ARGV: 1 now, 2 topic, 3 count, 4 token base (18 characters),
 --       5 time to run (ms), 6 "1": a job's own time to run wins,
---       7 tag "TENANT:SHARD"
--- Returns {n, deadline of the first, id key, record, ...}.  Publishes the
--- earliest new deadline when it is the shard's earliest, so the owner's
--- timer expires it on time.
+--       7 tag "TENANT:SHARD", 8 (optional) heads: how many of the ready
+--       set's next jobs to answer with, after the ones taken
+-- Returns {n, deadline of the first, id key, record, ...}, then with
+-- ARGV[8] > 0 one more element: {id key, score, ...} of the next ready
+-- jobs (the caller's view of the shard, so its next reserve need not read
+-- it again).  Publishes the earliest new deadline when it is the shard's
+-- earliest, so the owner's timer expires it on time.
 local now = now_ms()
 local topic, base = ARGV[2], ARGV[4]
 local ttr, own = tonumber(ARGV[5]), ARGV[6] == '1'
@@ -65,7 +68,14 @@ if #popped > 0 then
 		redis.call('ZADD', KEYS[4], unpack(zadd))
 	end
 end
-if redis.call('ZCARD', KEYS[2]) == 0 then
+local heads = nil
+if (tonumber(ARGV[8]) or 0) > 0 then
+	heads = redis.call('ZRANGE', KEYS[2], '0', n2s(ARGV[8] - 1),
+	    'WITHSCORES')
+	if #heads == 0 then
+		redis.call('SREM', KEYS[3], topic)
+	end
+elseif redis.call('ZCARD', KEYS[2]) == 0 then
 	redis.call('SREM', KEYS[3], topic)
 end
 if got > 0 then
@@ -78,4 +88,7 @@ if got > 0 then
 	end
 end
 out[1] = got
+if heads then
+	out[#out + 1] = heads
+end
 return out

@@ -414,6 +414,130 @@ test_reserve_many_one_shard(void **state)
 	}
 }
 
+/* The nth bizkey (0, 1, ...) whose job goes to shard sh; into biz[32]. */
+static void
+biz_for_shard(struct sched *s, int sh, int nth, char biz[32])
+{
+	int i;
+
+	for (i = 0;; i++) {
+		snprintf(biz, 32, "s%d-%d", sh, i);
+		if (sched_shard_for(s, biz, NULL) == sh && nth-- == 0)
+			return;
+	}
+}
+
+static void
+reserve_expect(struct sched *s, const char *id, struct sched_job **keep)
+{
+	struct sched_job *job = NULL;
+
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	if (strcmp(job->id, id) != 0)
+		print_error("reserved %s (shard %d, priority %d, due %lld), "
+		    "want %s\n", job->id, job->shard, job->priority,
+		    (long long)job->due_ms, id);
+	assert_string_equal(job->id, id);
+	if (keep != NULL)
+		*keep = job;
+	else
+		sched_job_free(job);
+}
+
+/*
+ * A reserve keeps what it learnt of each shard's ready set (heads.c); kept
+ * here for an hour, so only forgetting can make these right: a better job
+ * promoted into a shard known to hold worse ones than another (no
+ * rd:ready), one released back, and one promoted into a shard known empty,
+ * each comes next, before the job the other shard was known to hold.
+ */
+static void
+test_reserve_heads_forgotten(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job *job = NULL, *zj = NULL;
+	char x1[ID_LEN + 65], x2[ID_LEN + 65], y[ID_LEN + 65];
+	char z[ID_LEN + 65], v[ID_LEN + 65], biz[32];
+	int64_t now = clock_wall_ms();
+
+	s->heads_ttl_us = 3600LL * 1000000;
+	biz_for_shard(s, 1, 0, biz);
+	push(s, "pull", now + 10, 0, biz, x1);
+	biz_for_shard(s, 1, 1, biz);
+	push(s, "pull", now + 15, 0, biz, x2);
+	biz_for_shard(s, 2, 0, biz);
+	push(s, "pull", now + 20, 0, biz, y);
+	clock_advance_ms(100);
+	kick_wait(s);
+	reserve_expect(s, x1, NULL);	/* known: x2 in 1, y in 2, no more */
+
+	/* Into shard 2, known to hold y, worse than x2: z goes first. */
+	biz_for_shard(s, 2, 1, biz);
+	push(s, "pull", now + 110, 5, biz, z);
+	clock_advance_ms(20);
+	kick_wait(s);
+	reserve_expect(s, z, &zj);
+
+	/* Released: back to ready, and first again. */
+	assert_int_equal(sched_release(s, T_TENANT, zj->id, zj->token),
+	    SCHED_OK);
+	sched_job_free(zj);
+	reserve_expect(s, z, NULL);
+
+	/* Into shard 3, known empty: v comes next. */
+	biz_for_shard(s, 3, 0, biz);
+	push(s, "pull", now + 125, 9, biz, v);
+	clock_advance_ms(10);
+	kick_wait(s);
+	reserve_expect(s, v, NULL);
+	reserve_expect(s, x2, NULL);
+	reserve_expect(s, y, NULL);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_ENOTFOUND);
+}
+
+/*
+ * One job in every shard, due in an order unrelated to the shards'; the
+ * heads kept for an hour: reserves one at a time find every job, in due
+ * order, each shard's heads learnt from the reserve that emptied it; then
+ * a job made ready in a shard known empty is found.
+ */
+static void
+test_reserve_heads_every_shard(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	int ns = s->cfg.shards, sh, i;
+	char (*ids)[ID_LEN + 65] = xcalloc((size_t)ns + 1, sizeof(*ids));
+	int *order = xcalloc((size_t)ns, sizeof(*order));
+	struct sched_job *job = NULL;
+	int64_t now = clock_wall_ms();
+	char biz[32];
+
+	s->heads_ttl_us = 3600LL * 1000000;
+	for (sh = 0; sh < ns; sh++) {
+		/* Shard sh's job is due (sh * 7) % ns ms after the first. */
+		biz_for_shard(s, sh, 0, biz);
+		push(s, "pull", now + 1 + (sh * 7) % ns, 0, biz, ids[sh]);
+		order[(sh * 7) % ns] = sh;
+	}
+	clock_advance_ms(100);
+	kick_wait(s);
+	for (i = 0; i < ns; i++)
+		reserve_expect(s, ids[order[i]], NULL);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_ENOTFOUND);
+	biz_for_shard(s, ns - 1, 1, biz);
+	push(s, "pull", now + 105, 0, biz, ids[ns]);
+	clock_advance_ms(10);
+	kick_wait(s);
+	reserve_expect(s, ids[ns], NULL);
+	free(order);
+	free(ids);
+}
+
 static void
 test_push_never_early(void **state)
 {
@@ -1916,6 +2040,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reserve_many, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_many_one_shard,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_heads_forgotten,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_heads_every_shard,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_push_never_early,
 		    setup, teardown),
