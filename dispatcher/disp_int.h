@@ -18,6 +18,7 @@
 
 #include "dispatcher/dispatcher.h"
 #include "util/buf.h"
+#include "util/crypto.h"
 
 /* In-flight counts per tenant and topic (inflight.c). */
 struct disp_count;
@@ -45,6 +46,32 @@ void	disp_counts_foreach(struct disp_counts *c,
 /* FNV-1a of tenant NUL topic: the counts' hash and the loop chooser. */
 uint64_t disp_topic_hash(const char *tenant, const char *topic);
 
+/*
+ * The signing keys a loop has used (sign.c): per secret, the SHA-256 states
+ * after its two HMAC pad blocks.  Loop thread only.
+ */
+#define DISP_SIGN_SLOTS	64
+struct disp_sign_key {
+	uint8_t		 key[DISP_SECRET_MAX];
+	size_t		 keylen;	/* 0: an empty slot */
+	struct sha256_ctx inner;	/* after K ^ ipad */
+	struct sha256_ctx outer;	/* after K ^ opad */
+};
+struct disp_sign_cache {
+	struct disp_sign_key slot[DISP_SIGN_SLOTS];
+	uint64_t	 loads;		/* pads hashed (a key not held) */
+};
+
+/*
+ * "v1," and the base64 of HMAC-SHA256(key, "{id}.{ts}.{body}") into out,
+ * NUL-terminated: the bytes hmac_sha256() gives.  0, or -1 (out empty) when
+ * keylen is 0 or over DISP_SECRET_MAX or out is too small.
+ */
+int	disp_sign(struct disp_sign_cache *c, const uint8_t *key,
+	    size_t keylen, const char *id, long long ts, const void *body,
+	    size_t body_len, char *out, size_t outlen);
+void	disp_sign_cache_wipe(struct disp_sign_cache *c);
+
 /* One request on its way (transfer.c). */
 struct disp_xfer {
 	struct disp_xfer *next;		/* queue, then running list */
@@ -66,7 +93,8 @@ struct disp_xfer {
 
 /* 0, or -1 and a reason in why when the request cannot be sent as it is. */
 int	disp_xfer_setup(struct disp_xfer *x, const char *user_agent,
-	    CURLSH *share, char *why, size_t whylen);
+	    CURLSH *share, struct disp_sign_cache *keys, char *why,
+	    size_t whylen);
 void	disp_xfer_result(struct disp_xfer *x, CURLcode rc,
 	    struct disp_result *res);
 /* Frees the transfer and its request (not the excerpt given away). */
@@ -120,6 +148,7 @@ struct disp_loop {
 
 	/* Loop thread only. */
 	struct disp_timer timer;
+	struct disp_sign_cache sign;
 	struct disp_xfer *running;
 	int		 nrunning;
 	int		 drain_armed;

@@ -8,6 +8,7 @@ libdispatcher_a_SOURCES = \
 	dispatcher/disp.c \
 	dispatcher/loop.c \
 	dispatcher/transfer.c \
+	dispatcher/sign.c \
 	dispatcher/request.c \
 	dispatcher/policy.c \
 	dispatcher/inflight.c

@@ -229,6 +229,7 @@ disp_loop_destroy(struct disp_loop *l)
 	if (l->epfd != -1)
 		close(l->epfd);
 	l->epfd = l->wakefd = l->timerfd = l->drainfd = -1;
+	disp_sign_cache_wipe(&l->sign);
 	pthread_mutex_destroy(&l->lock);
 }
 
@@ -272,7 +273,7 @@ xfer_start(struct disp_loop *l, struct disp_xfer *x)
 	}
 	x->started_ms = clock_wall_ms();
 	x->allow_private = d->cfg.allow_private_targets;
-	if (disp_xfer_setup(x, d->cfg.user_agent, l->share, why,
+	if (disp_xfer_setup(x, d->cfg.user_agent, l->share, &l->sign, why,
 	    sizeof(why)) == -1) {
 		fail_local(l, x, 0, why);
 		return;

@@ -73,32 +73,6 @@ value_clean(const char *s)
 	return 1;
 }
 
-/* v1,base64(HMAC-SHA256(secret, "{id}.{timestamp}.{body}")) */
-static void
-sign(const struct disp_request *r, long long ts, char *out, size_t outlen)
-{
-	uint8_t mac[SHA256_LEN];
-	char prefix[64 + 32];
-	size_t idlen = strlen(r->job_id), plen, n;
-	char *msg;
-	int k;
-
-	k = snprintf(prefix, sizeof(prefix), ".%lld.", ts);
-	plen = (size_t)k;
-	n = idlen + plen + r->body_len;
-	msg = xmalloc(n > 0 ? n : 1);
-	memcpy(msg, r->job_id, idlen);
-	memcpy(msg + idlen, prefix, plen);
-	if (r->body_len > 0)
-		memcpy(msg + idlen + plen, r->body, r->body_len);
-	hmac_sha256(r->secret, r->secret_len, msg, n, mac);
-	free(msg);
-	memcpy(out, "v1,", 3);
-	if (base64_encode(mac, sizeof(mac), out + 3, outlen - 3, 0) < 0)
-		out[0] = '\0';
-	explicit_bzero(mac, sizeof(mac));
-}
-
 /* A later header of the same name wins: the job's over the topic's. */
 static int
 overridden(const struct disp_request *r, size_t i)
@@ -113,7 +87,8 @@ overridden(const struct disp_request *r, size_t i)
 }
 
 static int
-build_headers(struct disp_xfer *x, char *why, size_t whylen)
+build_headers(struct disp_xfer *x, struct disp_sign_cache *keys, char *why,
+    size_t whylen)
 {
 	const struct disp_request *r = x->req;
 	char sig[3 + BASE64_ENCODED_LEN(SHA256_LEN)];
@@ -157,10 +132,10 @@ build_headers(struct disp_xfer *x, char *why, size_t whylen)
 	ts = (long long)(x->started_ms / 1000);
 	l = slist_addf(l, "webhook-id: %s", r->job_id);
 	l = slist_addf(l, "webhook-timestamp: %lld", ts);
-	if (r->secret_len > 0 && r->secret_len <= DISP_SECRET_MAX) {
-		sign(r, ts, sig, sizeof(sig));
+	if (r->secret_len > 0 && r->secret_len <= DISP_SECRET_MAX &&
+	    disp_sign(keys, r->secret, r->secret_len, r->job_id, ts, r->body,
+	    r->body_len, sig, sizeof(sig)) == 0)
 		l = slist_addf(l, "webhook-signature: %s", sig);
-	}
 	l = slist_addf(l, "retryd-attempt: %d", r->attempt);
 	l = slist_addf(l, "retryd-topic: %s", r->topic);
 	l = slist_addf(l, "retryd-tenant: %s", r->tenant);
@@ -260,7 +235,7 @@ opensocket_cb(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
 
 int
 disp_xfer_setup(struct disp_xfer *x, const char *user_agent, CURLSH *share,
-    char *why, size_t whylen)
+    struct disp_sign_cache *keys, char *why, size_t whylen)
 {
 	const struct disp_request *r = x->req;
 	long timeout;
@@ -270,7 +245,7 @@ disp_xfer_setup(struct disp_xfer *x, const char *user_agent, CURLSH *share,
 		snprintf(why, whylen, "URL longer than %d bytes", DISP_URL_MAX);
 		goto out;
 	}
-	if (build_headers(x, why, whylen) == -1)
+	if (build_headers(x, keys, why, whylen) == -1)
 		goto out;
 	if ((x->easy = curl_easy_init()) == NULL) {
 		snprintf(why, whylen, "curl_easy_init failed");

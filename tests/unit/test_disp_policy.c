@@ -1,6 +1,7 @@
 /*
  * test_disp_policy.c - the dispatcher's pure policies as tables: the SSRF
- * address policy, the callback URL check, and header validation.
+ * address policy, the callback URL check, header validation, and the
+ * webhook signature with its cache of key pads.
  *
  * Key decision: one row per case, each row saying the input, the switch
  * (allow_private) and the expected verdict with its reason, so a change of
@@ -19,7 +20,9 @@
 
 #include <cmocka.h>
 
+#include "dispatcher/disp_int.h"
 #include "dispatcher/dispatcher.h"
+#include "util/crypto.h"
 
 struct addr_row {
 	const char	*addr;
@@ -339,6 +342,108 @@ test_secret(void **state)
 	disp_request_free(NULL);
 }
 
+/* "v1," + base64 of hmac_sha256() over "{id}.{ts}.{body}": the reference. */
+static void
+sign_ref(const uint8_t *key, size_t keylen, const char *id, long long ts,
+    const char *body, size_t body_len, char *out, size_t outlen)
+{
+	uint8_t mac[SHA256_LEN];
+	char msg[512];
+	int n;
+
+	n = snprintf(msg, sizeof(msg), "%s.%lld.", id, ts);
+	assert_true(n > 0 && (size_t)n + body_len <= sizeof(msg));
+	memcpy(msg + n, body, body_len);
+	hmac_sha256(key, keylen, msg, (size_t)n + body_len, mac);
+	memcpy(out, "v1,", 3);
+	assert_true(base64_encode(mac, sizeof(mac), out + 3, outlen - 3,
+	    0) > 0);
+}
+
+static void
+test_sign_vector(void **state)
+{
+	static struct disp_sign_cache c;
+	const char *body = "{\"test\": 2432232314}";
+	char sig[3 + BASE64_ENCODED_LEN(SHA256_LEN)];
+	struct disp_request *r;
+	int i;
+
+	(void)state;
+	r = disp_request_new();
+	assert_int_equal(disp_request_set_secret(r,
+	    "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), 0);
+	/* The Standard Webhooks example, signed twice: pads hashed, then
+	 * taken from the cache; the same bytes both times. */
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(disp_sign(&c, r->secret, r->secret_len,
+		    "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330LL, body,
+		    strlen(body), sig, sizeof(sig)), 0);
+		assert_string_equal(sig,
+		    "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+		assert_int_equal(c.loads, 1);
+	}
+	/* No key, a key too long, no room: refused, out empty. */
+	assert_int_equal(disp_sign(&c, r->secret, 0, "a", 1, "", 0, sig,
+	    sizeof(sig)), -1);
+	assert_int_equal(disp_sign(&c, r->secret, DISP_SECRET_MAX + 1, "a", 1,
+	    "", 0, sig, sizeof(sig)), -1);
+	assert_int_equal(disp_sign(&c, r->secret, r->secret_len, "a", 1, "",
+	    0, sig, 10), -1);
+	assert_string_equal(sig, "");
+	disp_request_free(r);
+	disp_sign_cache_wipe(&c);
+	assert_int_equal(c.loads, 0);
+	assert_int_equal(c.slot[0].keylen, 0);
+}
+
+/*
+ * Against hmac_sha256 for every key length and bodies around the block
+ * boundaries, with more keys than slots (evictions, collisions) and keys
+ * that differ in one byte (a rotated secret must never sign with the old
+ * pads).
+ */
+static void
+test_sign_cache(void **state)
+{
+	static struct disp_sign_cache c;
+	char body[300], sig[3 + BASE64_ENCODED_LEN(SHA256_LEN)];
+	char want[sizeof(sig)];
+	static const size_t blens[] = { 0, 1, 20, 55, 56, 63, 64, 65, 119,
+	    120, 200, 300 };
+	uint8_t key[DISP_SECRET_MAX];
+	size_t kl, b, i;
+	int round;
+
+	(void)state;
+	for (i = 0; i < sizeof(body); i++)
+		body[i] = (char)('a' + i % 26);
+	for (round = 0; round < 3; round++)
+		for (kl = 1; kl <= DISP_SECRET_MAX; kl++) {
+			for (i = 0; i < kl; i++)
+				key[i] = (uint8_t)(i * 7 + kl);
+			for (b = 0; b < sizeof(blens) / sizeof(blens[0]);
+			    b++) {
+				sign_ref(key, kl, "job_x", 1700000000LL + b,
+				    body, blens[b], want, sizeof(want));
+				assert_int_equal(disp_sign(&c, key, kl,
+				    "job_x", 1700000000LL + b, body, blens[b],
+				    sig, sizeof(sig)), 0);
+				assert_string_equal(sig, want);
+			}
+			/* The same key but its last byte. */
+			key[kl - 1] ^= 0x01;
+			sign_ref(key, kl, "j", 5, body, 10, want,
+			    sizeof(want));
+			assert_int_equal(disp_sign(&c, key, kl, "j", 5, body,
+			    10, sig, sizeof(sig)), 0);
+			assert_string_equal(sig, want);
+		}
+	/* 128 distinct keys in 64 slots, three rounds: some were held. */
+	assert_true(c.loads > 0 && c.loads <= 3 * 2 * DISP_SECRET_MAX);
+	disp_sign_cache_wipe(&c);
+}
+
 int
 main(void)
 {
@@ -350,6 +455,8 @@ main(void)
 		cmocka_unit_test(test_header_table),
 		cmocka_unit_test(test_header_limits),
 		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_sign_vector),
+		cmocka_unit_test(test_sign_cache),
 	};
 
 	return cmocka_run_group_tests_name("dispatcher policy", tests, NULL,
