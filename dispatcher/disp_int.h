@@ -78,7 +78,7 @@ struct disp_xfer {
 	struct disp_xfer *prev;
 	struct disp_request *req;
 	CURL		*easy;
-	struct curl_slist *hdrs;
+	struct curl_slist *hdrs;	/* one block (transfer.c) */
 	struct buf	 excerpt;	/* capped at capture_max */
 	size_t		 body_bytes;	/* response body bytes seen */
 	size_t		 header_bytes;

@@ -17,7 +17,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,34 +30,88 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-static struct curl_slist *
-slist_add(struct curl_slist *l, const char *s)
-{
-	struct curl_slist *n;
+/*
+ * The header lines of a request, gathered as pieces and then laid out in one
+ * allocation: the list's nodes first, then the lines' text.  libcurl reads a
+ * struct curl_slist's data and next only and never frees CURLOPT_HTTPHEADER,
+ * so one free() (disp_xfer_free) undoes it, where curl_slist_append() takes
+ * two allocations and a copy per line.
+ */
+#define HDR_LINES	(DISP_HEADERS_MAX + 8)
 
-	if ((n = curl_slist_append(l, s)) == NULL)
-		fatalx("curl_slist_append: out of memory");
-	return n;
+struct hdr_line {
+	const char	*name;
+	const char	*sep;
+	const char	*value;
+	size_t		 nlen, vlen;
+};
+
+struct hdr_lines {
+	struct hdr_line	 v[HDR_LINES];
+	size_t		 n;
+	size_t		 text;		/* bytes of text, NULs included */
+};
+
+/* The line name sep value ("" for neither). */
+static void
+hdr_add(struct hdr_lines *h, const char *name, const char *sep,
+    const char *value)
+{
+	struct hdr_line *l = &h->v[h->n++];
+
+	l->name = name;
+	l->nlen = strlen(name);
+	l->sep = sep;
+	l->value = value;
+	l->vlen = strlen(value);
+	h->text += l->nlen + strlen(sep) + l->vlen + 1;
 }
 
 static struct curl_slist *
-slist_addf(struct curl_slist *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* One header line, formatted once on the stack (no line is longer). */
-static struct curl_slist *
-slist_addf(struct curl_slist *l, const char *fmt, ...)
+hdr_list(const struct hdr_lines *h)
 {
-	char line[DISP_HEADER_NAME_MAX + DISP_HEADER_VALUE_MAX + 64 + 1];
-	va_list ap;
-	int r;
+	struct curl_slist *nodes;
+	size_t i, sl;
+	char *p;
 
-	va_start(ap, fmt);
-	r = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (r >= 0 && (size_t)r < sizeof(line))
-		l = slist_add(l, line);
-	return l;
+	if (h->n == 0)
+		return NULL;
+	nodes = xmalloc(h->n * sizeof(*nodes) + h->text);
+	p = (char *)(nodes + h->n);
+	for (i = 0; i < h->n; i++) {
+		const struct hdr_line *l = &h->v[i];
+
+		nodes[i].data = p;
+		nodes[i].next = i + 1 < h->n ? &nodes[i + 1] : NULL;
+		sl = strlen(l->sep);
+		memcpy(p, l->name, l->nlen);
+		memcpy(p + l->nlen, l->sep, sl);
+		memcpy(p + l->nlen + sl, l->value, l->vlen);
+		p += l->nlen + sl + l->vlen;
+		*p++ = '\0';
+	}
+	return nodes;
+}
+
+/* Decimal of v into b (at least 21 bytes); returns b. */
+static char *
+fmt_ll(char *b, long long v)
+{
+	char t[24];
+	unsigned long long u;
+	size_t n = 0, i = 0;
+
+	u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	do {
+		t[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		b[i++] = '-';
+	while (n > 0)
+		b[i++] = t[--n];
+	b[i] = '\0';
+	return b;
 }
 
 /* An identity that goes into a header value: short, no control byte. */
@@ -91,8 +144,8 @@ build_headers(struct disp_xfer *x, struct disp_sign_cache *keys, char *why,
     size_t whylen)
 {
 	const struct disp_request *r = x->req;
-	char sig[3 + BASE64_ENCODED_LEN(SHA256_LEN)];
-	struct curl_slist *l = NULL;
+	char sig[3 + BASE64_ENCODED_LEN(SHA256_LEN)], tsb[24], attb[24];
+	struct hdr_lines h;
 	int have_ctype = 0;
 	long long ts;
 	size_t i;
@@ -107,41 +160,41 @@ build_headers(struct disp_xfer *x, struct disp_sign_cache *keys, char *why,
 		snprintf(why, whylen, "more than %d headers", DISP_HEADERS_MAX);
 		return -1;
 	}
+	h.n = 0;
+	h.text = 0;
 	for (i = 0; i < r->nheaders; i++) {
-		const struct disp_header *h = &r->headers[i];
+		const struct disp_header *c = &r->headers[i];
 
-		if (!disp_header_valid(h->name, h->value)) {
+		if (!disp_header_valid(c->name, c->value)) {
 			snprintf(why, whylen, "header %.64s refused: bad name, "
 			    "or CR, LF or a control byte in its value",
-			    h->name != NULL ? h->name : "(null)");
-			curl_slist_free_all(l);
+			    c->name != NULL ? c->name : "(null)");
 			return -1;
 		}
-		if (disp_header_reserved(h->name) || overridden(r, i))
+		if (disp_header_reserved(c->name) || overridden(r, i))
 			continue;
-		if (strcasecmp(h->name, "content-type") == 0)
+		if (strcasecmp(c->name, "content-type") == 0)
 			have_ctype = 1;
 		/* "Name;" is libcurl's way to send an empty value. */
-		if (h->value[0] == '\0')
-			l = slist_addf(l, "%s;", h->name);
-		else
-			l = slist_addf(l, "%s: %s", h->name, h->value);
+		hdr_add(&h, c->name, c->value[0] != '\0' ? ": " : ";",
+		    c->value);
 	}
 	if (!have_ctype)
-		l = slist_add(l, "Content-Type: application/json");
+		hdr_add(&h, "Content-Type", ": ", "application/json");
 	ts = (long long)(x->started_ms / 1000);
-	l = slist_addf(l, "webhook-id: %s", r->job_id);
-	l = slist_addf(l, "webhook-timestamp: %lld", ts);
+	hdr_add(&h, "webhook-id", ": ", r->job_id);
+	hdr_add(&h, "webhook-timestamp", ": ", fmt_ll(tsb, ts));
 	if (r->secret_len > 0 && r->secret_len <= DISP_SECRET_MAX &&
 	    disp_sign(keys, r->secret, r->secret_len, r->job_id, ts, r->body,
 	    r->body_len, sig, sizeof(sig)) == 0)
-		l = slist_addf(l, "webhook-signature: %s", sig);
-	l = slist_addf(l, "retryd-attempt: %d", r->attempt);
-	l = slist_addf(l, "retryd-topic: %s", r->topic);
-	l = slist_addf(l, "retryd-tenant: %s", r->tenant);
-	/* No 100-continue round trip: receivers answer small bodies fast. */
-	l = slist_add(l, "Expect:");
-	x->hdrs = l;
+		hdr_add(&h, "webhook-signature", ": ", sig);
+	hdr_add(&h, "retryd-attempt", ": ", fmt_ll(attb, r->attempt));
+	hdr_add(&h, "retryd-topic", ": ", r->topic);
+	hdr_add(&h, "retryd-tenant", ": ", r->tenant);
+	/* No 100-continue round trip: receivers answer small bodies fast.
+	 * "Expect:" with nothing after the colon removes the header. */
+	hdr_add(&h, "Expect:", "", "");
+	x->hdrs = hdr_list(&h);
 	return 0;
 }
 
@@ -383,7 +436,7 @@ disp_xfer_free(struct disp_xfer *x)
 		return;
 	if (x->easy != NULL)
 		curl_easy_cleanup(x->easy);
-	curl_slist_free_all(x->hdrs);
+	free(x->hdrs);		/* one block: hdr_list() */
 	buf_free(&x->excerpt);
 	disp_request_free(x->req);
 	free(x);
