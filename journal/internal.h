@@ -61,9 +61,20 @@ struct jrnl_val {
 typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
 		    void *arg);
 
+/*
+ * A group commit's jobs are written by multi-row upserts of 2^k rows
+ * (k < JRNL_PUT_SIZES): one statement per 32 jobs instead of one per job,
+ * so the per-statement work (cursors opened at each B-tree's root, the
+ * statement's halt) is shared and each index insert after the first finds
+ * its cursor already at the end (ids grow).
+ */
+#define JRNL_JOB_COLS		15
+#define JRNL_PUT_SIZES		6
+#define JRNL_PUT_ROWS_MAX	(1 << (JRNL_PUT_SIZES - 1))
+#define JRNL_ARGS_MAX		(JRNL_JOB_COLS * JRNL_PUT_ROWS_MAX)
+
 /* The statements, in schema.c's table. */
 enum jrnl_stmt {
-	JS_JOB_UPSERT,
 	JS_TRANS_INSERT,
 	JS_JOB_APPLY,
 	JS_JOB_GET,
@@ -92,7 +103,8 @@ enum jrnl_stmt {
 	JS_VERSION_SET,
 	JS_PING,
 	JS_LIST,	/* + a mask of JRNL_LIST_BY_*: 8 statements */
-	JS_COUNT = JS_LIST + 8,
+	JS_PUT_MANY = JS_LIST + 8,	/* + k: an upsert of 2^k jobs */
+	JS_COUNT = JS_PUT_MANY + JRNL_PUT_SIZES,
 };
 
 #define JRNL_LIST_BY_TOPIC	1
@@ -132,7 +144,7 @@ extern const struct jrnl_driver jrnl_sqlite_driver;
 extern const struct jrnl_driver jrnl_mysql_driver;
 
 /* schema.c */
-#define JRNL_SCHEMA_VERSION	2
+#define JRNL_SCHEMA_VERSION	3
 
 const char *jrnl_sql(enum jrnl_kind kind, int id);
 /*

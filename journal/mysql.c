@@ -28,7 +28,7 @@
 #include "journal/internal.h"
 #include "util/xmalloc.h"
 
-#define MY_MAX_ARGS	16
+#define MY_MAX_ARGS	JRNL_ARGS_MAX
 #define MY_MAX_COLS	16
 #define MY_SCHEMA_LOCK	"retryd_journal_schema"
 
@@ -36,6 +36,8 @@ struct jrnl_conn {
 	MYSQL		*my;
 	MYSQL_STMT	*stmts[JS_COUNT];
 	char		 err[512];
+	MYSQL_BIND	 bind[MY_MAX_ARGS];	/* my_run()'s parameters */
+	int64_t		 ints[MY_MAX_ARGS];
 };
 
 static pthread_once_t	my_once = PTHREAD_ONCE_INIT;
@@ -293,8 +295,8 @@ my_run(struct jrnl_conn *c, int id, const char *sql,
     const struct jrnl_val *args, size_t nargs, jrnl_row_fn fn, void *arg,
     int64_t *changes)
 {
-	MYSQL_BIND bind[MY_MAX_ARGS];
-	int64_t ints[MY_MAX_ARGS];
+	MYSQL_BIND *bind = c->bind;
+	int64_t *ints = c->ints;
 	MYSQL_STMT *st;
 	my_bool yes = 1;
 	size_t i;
@@ -321,7 +323,7 @@ my_run(struct jrnl_conn *c, int id, const char *sql,
 		    nargs);
 		return JRNL_EINTERNAL;
 	}
-	memset(bind, 0, sizeof(bind));
+	memset(bind, 0, nargs * sizeof(*bind));
 	for (i = 0; i < nargs; i++) {
 		switch (args[i].type) {
 		case JRNL_V_NULL:

@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,8 +28,8 @@
 
 #define JOB_INSERT "INSERT INTO jobs (tenant, id, topic, bizkey, due_ms, " \
 	"priority, body, headers, schedule, ttr_ms, state, attempts, " \
-	"created_ms, updated_ms, finished_ms) " \
-	"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	"created_ms, updated_ms, finished_ms) VALUES "
+#define JOB_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 #define UPSERT_SET(X) "topic = " X(topic) ", bizkey = " X(bizkey) \
 	", due_ms = " X(due_ms) ", priority = " X(priority) \
@@ -39,6 +40,9 @@
 	", finished_ms = " X(finished_ms)
 #define EXCLUDED(c)	"excluded." #c
 #define VALUES(c)	"VALUES(" #c ")"
+#define SQLITE_UPSERT	" ON CONFLICT (tenant, id) DO UPDATE SET " \
+	UPSERT_SET(EXCLUDED)
+#define MYSQL_UPSERT	" ON DUPLICATE KEY UPDATE " UPSERT_SET(VALUES)
 
 #define LIST_SQL(f) "SELECT " JOB_COLS " FROM jobs " \
 	"WHERE tenant = ? AND id < ?" f " ORDER BY id DESC LIMIT ?"
@@ -116,8 +120,6 @@ static const char *const common_sql[JS_COUNT] = {
  * MySQL's form and is not used here).
  */
 static const char *const sqlite_sql[JS_COUNT] = {
-	[JS_JOB_UPSERT] = JOB_INSERT " ON CONFLICT (tenant, id) DO UPDATE "
-	    "SET " UPSERT_SET(EXCLUDED),
 	[JS_SCAN_ALL] = "SELECT " JOB_COLS " FROM jobs "
 	    "WHERE finished_ms IS NULL AND (tenant, id) > (?1, ?3) "
 	    "AND (?4 OR state <> 'dead') ORDER BY tenant, id LIMIT ?5",
@@ -139,8 +141,6 @@ static const char *const sqlite_sql[JS_COUNT] = {
  * same index, which the range optimiser merges.
  */
 static const char *const mysql_sql[JS_COUNT] = {
-	[JS_JOB_UPSERT] = JOB_INSERT " ON DUPLICATE KEY UPDATE "
-	    UPSERT_SET(VALUES),
 	[JS_SCAN_ALL] = "SELECT " JOB_COLS " FROM jobs "
 	    "WHERE finished_ms IS NULL AND (tenant > ? OR "
 	    "(tenant = ? AND id > ?)) AND (? OR state <> 'dead') "
@@ -256,14 +256,36 @@ static const char *const mysql_v2[] = {
 	NULL,
 };
 
+/*
+ * Version 2 -> 3: in SQLite the index on finished_ms holds only finished
+ * jobs (the retention purge's finished_ms < ?, which implies NOT NULL), so
+ * a put, whose job is never finished, is one B-tree insert fewer and a
+ * group commit of 30 jobs about 3 of 17 pages fewer.  The restore scan
+ * (finished_ms IS NULL, in (tenant, id) order) walks the primary key
+ * instead: it reads the finished rows too, once, on the rare rebuild.
+ * MySQL has no partial indexes: its step only records the version.
+ */
+static const char *const sqlite_v3[] = {
+	"DROP INDEX IF EXISTS jobs_open",
+	"CREATE INDEX IF NOT EXISTS jobs_done ON jobs (finished_ms) "
+	    "WHERE finished_ms IS NOT NULL",
+	NULL,
+};
+
+static const char *const mysql_v3[] = {
+	NULL,
+};
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v1,
 	sqlite_v2,
+	sqlite_v3,
 };
 static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	mysql_v1,
 	mysql_v2,
+	mysql_v3,
 };
 
 static const char sqlite_version_table[] =
@@ -273,6 +295,39 @@ static const char mysql_version_table[] =
 	"CREATE TABLE IF NOT EXISTS schema_version ("
 	"version INT NOT NULL, applied_ms BIGINT NOT NULL) ENGINE=InnoDB";
 
+/*
+ * The multi-row upserts (JS_PUT_MANY + k: 2^k rows), written out once, on
+ * first use, for both dialects.
+ */
+#define PUT_SQL_MAX	4096
+
+_Static_assert(sizeof(JOB_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(JOB_ROW) +
+    2) + sizeof(SQLITE_UPSERT) + sizeof(MYSQL_UPSERT) < PUT_SQL_MAX,
+    "PUT_SQL_MAX too small for the multi-row upserts");
+
+static char put_sql[2][JRNL_PUT_SIZES][PUT_SQL_MAX];
+static pthread_once_t put_sql_once = PTHREAD_ONCE_INIT;
+
+static void
+put_sql_build(void)
+{
+	static const char *const tail[2] = { SQLITE_UPSERT, MYSQL_UPSERT };
+	size_t d, k, r, off;
+	char *s;
+
+	for (d = 0; d < 2; d++)
+		for (k = 0; k < JRNL_PUT_SIZES; k++) {
+			s = put_sql[d][k];
+			off = (size_t)snprintf(s, PUT_SQL_MAX, "%s",
+			    JOB_INSERT);
+			for (r = 0; r < (size_t)1 << k; r++)
+				off += (size_t)snprintf(s + off,
+				    PUT_SQL_MAX - off, "%s" JOB_ROW,
+				    r > 0 ? ", " : "");
+			snprintf(s + off, PUT_SQL_MAX - off, "%s", tail[d]);
+		}
+}
+
 const char *
 jrnl_sql(enum jrnl_kind kind, int id)
 {
@@ -280,6 +335,10 @@ jrnl_sql(enum jrnl_kind kind, int id)
 
 	if (id < 0 || id >= JS_COUNT)
 		return NULL;
+	if (id >= JS_PUT_MANY) {
+		pthread_once(&put_sql_once, put_sql_build);
+		return put_sql[kind == JRNL_KIND_MYSQL][id - JS_PUT_MANY];
+	}
 	s = kind == JRNL_KIND_MYSQL ? mysql_sql[id] : sqlite_sql[id];
 	return s != NULL ? s : common_sql[id];
 }

@@ -38,10 +38,10 @@
 
 /* Writing, on the writer's connection. */
 
-static enum jrnl_err
-put_job(struct jrnl *j, const struct jrnl_job *job)
+/* A job's row: a[0..JRNL_JOB_COLS), in JOB_INSERT's order. */
+static void
+job_args(struct jrnl_val *a, const struct jrnl_job *job)
 {
-	struct jrnl_val a[15];
 	int64_t updated = job->updated_ms != 0 ? job->updated_ms :
 	    job->created_ms;
 	const char *state = job->state != NULL ? job->state : "scheduled";
@@ -62,8 +62,43 @@ put_job(struct jrnl *j, const struct jrnl_job *job)
 	a[13] = jrnl_vint(updated);
 	a[14] = jrnl_state_finished(state) ? jrnl_vint(updated) :
 	    jrnl_vtext(NULL);
-	return jrnl_run(j->drv, j->wconn, JS_JOB_UPSERT, a, 15, NULL, NULL,
-	    NULL);
+}
+
+/*
+ * Upserts the jobs of reqs[0..nreq) in order: JRNL_PUT_ROWS_MAX a
+ * statement, the rest by the powers of two it adds up to (30 jobs: 16, 8,
+ * 4 and 2 rows).
+ */
+static enum jrnl_err
+put_jobs(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq)
+{
+	struct jrnl_val a[JRNL_ARGS_MAX];
+	size_t i, k, n, rows, left = 0;
+	enum jrnl_err e;
+	int size;
+
+	for (i = 0; i < nreq; i++)
+		left += reqs[i]->n;
+	i = k = 0;
+	while (left > 0) {
+		size = JRNL_PUT_SIZES - 1;
+		while (((size_t)1 << size) > left)
+			size--;
+		rows = (size_t)1 << size;
+		for (n = 0; n < rows; n++) {
+			while (k == reqs[i]->n) {
+				i++;
+				k = 0;
+			}
+			job_args(&a[n * JRNL_JOB_COLS], &reqs[i]->jobs[k++]);
+		}
+		e = jrnl_run(j->drv, j->wconn, JS_PUT_MANY + size, a,
+		    rows * JRNL_JOB_COLS, NULL, NULL, NULL);
+		if (e != JRNL_OK)
+			return e;
+		left -= rows;
+	}
+	return JRNL_OK;
 }
 
 static enum jrnl_err
@@ -110,14 +145,12 @@ tx_write(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq,
     struct jrnl_trans_rec **tr, size_t ntr)
 {
 	enum jrnl_err e;
-	size_t i, k;
+	size_t i;
 
 	if ((e = j->drv->begin(j->wconn)) != JRNL_OK)
 		return e;
-	for (i = 0; i < nreq; i++)
-		for (k = 0; k < reqs[i]->n; k++)
-			if ((e = put_job(j, &reqs[i]->jobs[k])) != JRNL_OK)
-				goto fail;
+	if ((e = put_jobs(j, reqs, nreq)) != JRNL_OK)
+		goto fail;
 	for (i = 0; i < ntr; i++)
 		if ((e = put_transition(j, &tr[i]->t)) != JRNL_OK)
 			goto fail;

@@ -182,15 +182,17 @@ test_schema(void **state)
 }
 
 /*
- * A journal of schema version 1 (the bizkey index over every job) is
- * migrated to 2 at open, keeping its rows; in SQLite the index then holds
- * only jobs with a bizkey, and a listing by bizkey still finds them.
+ * A journal of schema version 1 (the bizkey index over every job, the
+ * finished_ms index over every job) is migrated to the current version at
+ * open, keeping its rows; in SQLite both indexes then hold only the jobs
+ * they serve (with a bizkey; finished), a listing by bizkey still finds
+ * its job and the retention purge still removes a finished one.
  */
 static void
 test_migrate_v1(void **state)
 {
 	struct tb *b = tj_begin(state);
-	struct jrnl_job job[2];
+	struct jrnl_job job[3];
 	struct jrnl_list l;
 	struct ids ids = { .n = 0 };
 	struct jrnl *j;
@@ -198,28 +200,38 @@ test_migrate_v1(void **state)
 	job[0] = tj_job("acme", "orders", "M1", "scheduled", 1000);
 	job[1] = tj_job("acme", "orders", "M2", "scheduled", 1001);
 	job[1].bizkey = "order-7";
+	job[2] = tj_job("acme", "orders", "M3", "delivered", 1002);
 	j = tj_open(b, JRNL_MODE_SYNC);
-	assert_int_equal(jrnl_put_jobs(j, job, 2), JRNL_OK);
+	assert_int_equal(jrnl_put_jobs(j, job, 3), JRNL_OK);
 	tj_close(j);
 	/* Back to version 1. */
 	if (!b->is_mysql) {
 		assert_int_equal(tj_exec(b, "DROP INDEX jobs_bizkey"), 0);
 		assert_int_equal(tj_exec(b, "CREATE INDEX jobs_bizkey ON jobs "
 		    "(tenant, bizkey, id)"), 0);
+		assert_int_equal(tj_exec(b, "DROP INDEX jobs_done"), 0);
+		assert_int_equal(tj_exec(b, "CREATE INDEX jobs_open ON jobs "
+		    "(finished_ms, tenant, id)"), 0);
 	}
 	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
-	    "WHERE version = 2"), 0);
+	    "WHERE version > 1"), 0);
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
 	    1);
 
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
-	    2);
-	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
-	if (!b->is_mysql)
+	    JRNL_SCHEMA_VERSION);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 3);
+	if (!b->is_mysql) {
 		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
 		    "WHERE name = 'jobs_bizkey' AND "
 		    "sql LIKE '%WHERE bizkey IS NOT NULL'"), 1);
+		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
+		    "WHERE name = 'jobs_done' AND "
+		    "sql LIKE '%WHERE finished_ms IS NOT NULL'"), 1);
+		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
+		    "WHERE name = 'jobs_open'"), 0);
+	}
 	memset(&l, 0, sizeof(l));
 	l.bizkey = "order-7";
 	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
@@ -227,6 +239,11 @@ test_migrate_v1(void **state)
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/M2");
 	assert_string_equal(tj_get_one(j, "acme", "M1").state, "scheduled");
+	/* M3 finished in 1970: past any retention. */
+	assert_int_equal(jrnl_purge(j), 0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE id = 'M3'"), 0);
 	tj_close(j);
 }
 
@@ -316,6 +333,80 @@ test_roundtrip(void **state)
 	roundtrip_mode(b, JRNL_MODE_SYNC, "0001SYNC");
 	roundtrip_mode(b, JRNL_MODE_ASYNC, "0002ASYNC");
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
+}
+
+/*
+ * One put of 77 jobs is written by multi-row upserts (32, 32, 8, 4, 1
+ * rows): every row lands with its own values, a finished one with its
+ * finished_ms, and an id given twice in the put keeps the later job.
+ */
+#define PM_JOBS		77
+
+struct pm_check {
+	const struct jrnl_job	*want;
+	int			 seen;
+};
+
+static int
+pm_check_job(const struct jrnl_job *got, void *arg)
+{
+	struct pm_check *c = arg;
+	const struct jrnl_job *w = c->want;
+
+	c->seen++;
+	assert_string_equal(got->id, w->id);
+	assert_string_equal(got->topic, w->topic);
+	if (w->bizkey != NULL)
+		assert_string_equal(got->bizkey, w->bizkey);
+	else
+		assert_null(got->bizkey);
+	assert_int_equal(got->due_ms, w->due_ms);
+	assert_int_equal(got->priority, w->priority);
+	assert_int_equal(got->body_len, w->body_len);
+	assert_memory_equal(got->body, w->body, w->body_len);
+	assert_string_equal(got->state, w->state);
+	assert_int_equal(got->finished_ms, strcmp(w->state, "delivered") == 0 ?
+	    w->updated_ms : 0);
+	return 0;
+}
+
+static void
+test_put_many(void **state)
+{
+	struct tb *b = tj_begin(state);
+	static char ids[PM_JOBS][16], bodies[PM_JOBS][16], keys[PM_JOBS][16];
+	struct jrnl_job jobs[PM_JOBS];
+	struct pm_check c;
+	struct jrnl *j;
+	int i;
+
+	for (i = 0; i < PM_JOBS; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "PM%03d", i);
+		snprintf(bodies[i], sizeof(bodies[i]), "body-%d", i);
+		snprintf(keys[i], sizeof(keys[i]), "key-%d", i);
+		jobs[i] = tj_job("pm", i % 2 ? "odd" : "even", ids[i],
+		    i % 5 == 0 ? "delivered" : "scheduled", 5000 + i);
+		jobs[i].due_ms = 9000 + 10 * i;
+		jobs[i].priority = i % 7 - 3;
+		jobs[i].body = bodies[i];
+		jobs[i].body_len = strlen(bodies[i]);
+		jobs[i].bizkey = i % 3 == 0 ? keys[i] : NULL;
+	}
+	jobs[PM_JOBS - 1].id = ids[3];		/* PM003 again, last wins */
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, jobs, PM_JOBS), JRNL_OK);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE tenant = 'pm'"), PM_JOBS - 1);
+	for (i = 0; i < PM_JOBS; i++) {
+		if (i == 3)
+			continue;
+		c.want = &jobs[i];
+		c.seen = 0;
+		assert_int_equal(jrnl_get_job(j, "pm", jobs[i].id,
+		    pm_check_job, &c), JRNL_OK);
+		assert_int_equal(c.seen, 1);
+	}
+	tj_close(j);
 }
 
 #define GC_THREADS	8
@@ -1069,6 +1160,7 @@ main(void)
 		BOTH(test_schema),
 		BOTH(test_migrate_v1),
 		BOTH(test_roundtrip),
+		BOTH(test_put_many),
 		BOTH(test_group_commit),
 		BOTH(test_put_cb),
 		BOTH(test_transitions),
