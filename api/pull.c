@@ -21,7 +21,9 @@
  *    when it is plain JSON that json-c would print back the same
  *    (json_plain), instead of parsed into objects and printed again; any
  *    other job takes the json-c path, so the answer is the same value
- *    either way (tests/bb/test_api_pull.py compares it with GET).
+ *    either way (tests/bb/test_api_pull.py compares it with GET).  An
+ *    ack's or nack's body written {"token":"..."} is read, and its answer
+ *    printed, the same way; any other body takes json-c's path.
  *
  * Lock order: pull_lock, then the HTTP server's lock (api_resume).  A
  * waiter is touched by other threads only while it is linked, and it is
@@ -836,8 +838,10 @@ finish_done(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct pull_op *op = req->state;
 	struct schedule_decision *d = &op->decision;
+	const char *state;
 	json_object *o;
 	enum sched_err e;
+	struct buf b;
 
 	if (!pull_op_wait(req, op))
 		return;
@@ -862,11 +866,22 @@ finish_done(struct api_req *req)
 	}
 	if (d->verdict != SCHEDULE_RETRY)
 		api_quota_refund(req->tenant, 1);
+	state = d->verdict == SCHEDULE_DONE ? "delivered" :
+	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead";
+	if (str_plain(op->id)) {	/* always: a checked job id */
+		buf_init(&b, sizeof(op->id) + PULL_ANSWER_MORE);
+		put_str(&b, "{\"id\":", op->id);
+		put_str(&b, ",\"state\":", state);
+		if (d->verdict == SCHEDULE_RETRY)
+			put_int(&b, ",\"next_attempt_ms\":", d->next_ms);
+		buf_append(&b, "}", 1);
+		api_reply(req, 200, "application/json", b.data, b.len);
+		buf_free(&b);
+		return;
+	}
 	o = json_object_new_object();
 	json_object_object_add(o, "id", json_object_new_string(op->id));
-	json_object_object_add(o, "state", json_object_new_string(
-	    d->verdict == SCHEDULE_DONE ? "delivered" :
-	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead"));
+	json_object_object_add(o, "state", json_object_new_string(state));
 	if (d->verdict == SCHEDULE_RETRY)
 		json_object_object_add(o, "next_attempt_ms",
 		    json_object_new_int64(d->next_ms));
@@ -917,15 +932,42 @@ reserve(struct api_req *req)
 	api_pull_reserve(req, req->param[0], 0);
 }
 
+/*
+ * The token of a body written the way consumers write it, exactly
+ * {"token":"TOKEN"} with a token of valid_token()'s characters, read
+ * without json-c: 0 and tok filled, or -1 for any other body (json-c's
+ * path, with its answers to bad input).
+ */
+static int
+plain_token(const struct buf *body, char tok[PULL_TOKEN_MAX + 1])
+{
+	static const char head[] = "{\"token\":\"";
+	size_t hl = sizeof(head) - 1, n;
+
+	if (body->len < hl + 3 || body->len - hl - 2 > PULL_TOKEN_MAX ||
+	    memcmp(body->data, head, hl) != 0 ||
+	    memcmp(body->data + body->len - 2, "\"}", 2) != 0)
+		return -1;
+	n = body->len - hl - 2;
+	memcpy(tok, body->data + hl, n);
+	tok[n] = '\0';
+	return valid_token(tok) ? 0 : -1;
+}
+
 static void
 finish(struct api_req *req, int ack)
 {
 	static const char *const allowed[] = { "token", NULL };
 	json_object *body = NULL;
 	const char *token = NULL;
+	char tok[PULL_TOKEN_MAX + 1];
 
 	if (req->state != NULL) {	/* called again: the answer */
 		api_pull_finish(req, NULL, NULL, ack);
+		return;
+	}
+	if (plain_token(&req->body, tok) == 0) {
+		api_pull_finish(req, req->param[0], tok, ack);
 		return;
 	}
 	if (api_check_job_id(req, req->param[0]) == -1 ||

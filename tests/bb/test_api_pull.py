@@ -140,6 +140,33 @@ def _():
         assert r["body"] == want, (body, r["body"])
 
 
+@t.test("acks and nacks written compactly or not get the same answers")
+def _():
+    q = pull_topic(retry_schedule="<0,1h>")
+    for verb, state in (("ack", "delivered"), ("nack", "retrying")):
+        for compact in (True, False):
+            j = E.push(KEY, q, {"verb": verb, "compact": compact})
+            r = reserve_until(q)
+            assert r["id"] == j["id"], (r, j)
+            sep = (",", ":") if compact else (", ", " : ")
+            good = json.dumps({"token": r["token"]}, separators=sep)
+            # A stale token, one of characters no token has, another key.
+            stale = good.replace(r["token"], r["token"][:-1] + (
+                "A" if r["token"][-1] != "A" else "B"))
+            bad = good.replace(r["token"], "a b")
+            extra = good[:-1] + sep[0] + '"x"' + sep[1] + "1}"
+            path = "/v1/jobs/%s/%s" % (j["id"], verb)
+            expect_error(E.req("POST", path, stale, key=KEY), 409,
+                         "stale_token")
+            expect_error(E.req("POST", path, bad, key=KEY), 400)
+            expect_error(E.req("POST", path, extra, key=KEY), 400)
+            st, _, a = E.req("POST", path, good, key=KEY)
+            assert st == 200 and a["id"] == j["id"], (st, a)
+            assert a["state"] == state, a
+            assert ("next_attempt_ms" in a) == (verb == "nack"), a
+            expect_error(E.req("POST", path, good, key=KEY), 409)
+
+
 @t.test("higher priority first among due jobs, then earlier due time")
 def _():
     q = pull_topic()
