@@ -62,20 +62,20 @@ typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
 		    void *arg);
 
 /*
- * A group commit's jobs are written by multi-row upserts of 2^k rows
- * (k < JRNL_PUT_SIZES): one statement per 32 jobs instead of one per job,
+ * A group commit's jobs and transitions are written by multi-row inserts
+ * of 2^k rows (k < JRNL_PUT_SIZES): one statement per 32 rows, not per row,
  * so the per-statement work (cursors opened at each B-tree's root, the
  * statement's halt) is shared and each index insert after the first finds
  * its cursor already at the end (ids grow).
  */
 #define JRNL_JOB_COLS		15
+#define JRNL_TRANS_COLS		13
 #define JRNL_PUT_SIZES		6
 #define JRNL_PUT_ROWS_MAX	(1 << (JRNL_PUT_SIZES - 1))
 #define JRNL_ARGS_MAX		(JRNL_JOB_COLS * JRNL_PUT_ROWS_MAX)
 
 /* The statements, in schema.c's table. */
 enum jrnl_stmt {
-	JS_TRANS_INSERT,
 	JS_JOB_APPLY,
 	JS_JOB_GET,
 	JS_SCAN_ALL,
@@ -104,7 +104,8 @@ enum jrnl_stmt {
 	JS_PING,
 	JS_LIST,	/* + a mask of JRNL_LIST_BY_*: 8 statements */
 	JS_PUT_MANY = JS_LIST + 8,	/* + k: an upsert of 2^k jobs */
-	JS_COUNT = JS_PUT_MANY + JRNL_PUT_SIZES,
+	JS_TRANS_MANY = JS_PUT_MANY + JRNL_PUT_SIZES,	/* 2^k transitions */
+	JS_COUNT = JS_TRANS_MANY + JRNL_PUT_SIZES,
 };
 
 #define JRNL_LIST_BY_TOPIC	1

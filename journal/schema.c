@@ -50,11 +50,11 @@
 #define TRANS_COLS "tenant, job_id, from_state, to_state, at_ms, " \
 	"instance, host, shard, attempt, http_status, latency_ms, error, " \
 	"excerpt"
+#define TRANS_INSERT "INSERT INTO transitions (" TRANS_COLS ") VALUES "
+#define TRANS_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 /* Statements the same in both dialects. */
 static const char *const common_sql[JS_COUNT] = {
-	[JS_TRANS_INSERT] = "INSERT INTO transitions (" TRANS_COLS ") "
-	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[JS_JOB_APPLY] = "UPDATE jobs SET state = ?, attempts = "
 	    "CASE WHEN ? > attempts THEN ? ELSE attempts END, "
 	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ? "
@@ -296,36 +296,49 @@ static const char mysql_version_table[] =
 	"version INT NOT NULL, applied_ms BIGINT NOT NULL) ENGINE=InnoDB";
 
 /*
- * The multi-row upserts (JS_PUT_MANY + k: 2^k rows), written out once, on
+ * The multi-row statements (JS_PUT_MANY + k: an upsert of 2^k jobs;
+ * JS_TRANS_MANY + k: an insert of 2^k transitions), written out once, on
  * first use, for both dialects.
  */
-#define PUT_SQL_MAX	4096
+#define MANY_SQL_MAX	4096
+
+static const struct {
+	const char	*head, *row, *tail[2];	/* tail: SQLite, MySQL */
+} many_form[2] = {
+	{ JOB_INSERT, JOB_ROW, { SQLITE_UPSERT, MYSQL_UPSERT } },
+	{ TRANS_INSERT, TRANS_ROW, { "", "" } },
+};
 
 _Static_assert(sizeof(JOB_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(JOB_ROW) +
-    2) + sizeof(SQLITE_UPSERT) + sizeof(MYSQL_UPSERT) < PUT_SQL_MAX,
-    "PUT_SQL_MAX too small for the multi-row upserts");
+    2) + sizeof(SQLITE_UPSERT) + sizeof(MYSQL_UPSERT) < MANY_SQL_MAX &&
+    sizeof(TRANS_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(TRANS_ROW) + 2) <
+    MANY_SQL_MAX, "MANY_SQL_MAX too small for the multi-row statements");
+_Static_assert(JRNL_TRANS_COLS <= JRNL_JOB_COLS,
+    "JRNL_ARGS_MAX counts job rows");
 
-static char put_sql[2][JRNL_PUT_SIZES][PUT_SQL_MAX];
-static pthread_once_t put_sql_once = PTHREAD_ONCE_INIT;
+static char many_sql[2][2][JRNL_PUT_SIZES][MANY_SQL_MAX];
+static pthread_once_t many_sql_once = PTHREAD_ONCE_INIT;
 
 static void
-put_sql_build(void)
+many_sql_build(void)
 {
-	static const char *const tail[2] = { SQLITE_UPSERT, MYSQL_UPSERT };
-	size_t d, k, r, off;
+	size_t f, d, k, r, off;
 	char *s;
 
-	for (d = 0; d < 2; d++)
-		for (k = 0; k < JRNL_PUT_SIZES; k++) {
-			s = put_sql[d][k];
-			off = (size_t)snprintf(s, PUT_SQL_MAX, "%s",
-			    JOB_INSERT);
-			for (r = 0; r < (size_t)1 << k; r++)
-				off += (size_t)snprintf(s + off,
-				    PUT_SQL_MAX - off, "%s" JOB_ROW,
-				    r > 0 ? ", " : "");
-			snprintf(s + off, PUT_SQL_MAX - off, "%s", tail[d]);
-		}
+	for (f = 0; f < 2; f++)
+		for (d = 0; d < 2; d++)
+			for (k = 0; k < JRNL_PUT_SIZES; k++) {
+				s = many_sql[f][d][k];
+				off = (size_t)snprintf(s, MANY_SQL_MAX, "%s",
+				    many_form[f].head);
+				for (r = 0; r < (size_t)1 << k; r++)
+					off += (size_t)snprintf(s + off,
+					    MANY_SQL_MAX - off, "%s%s",
+					    r > 0 ? ", " : "",
+					    many_form[f].row);
+				snprintf(s + off, MANY_SQL_MAX - off, "%s",
+				    many_form[f].tail[d]);
+			}
 }
 
 const char *
@@ -336,8 +349,10 @@ jrnl_sql(enum jrnl_kind kind, int id)
 	if (id < 0 || id >= JS_COUNT)
 		return NULL;
 	if (id >= JS_PUT_MANY) {
-		pthread_once(&put_sql_once, put_sql_build);
-		return put_sql[kind == JRNL_KIND_MYSQL][id - JS_PUT_MANY];
+		id -= JS_PUT_MANY;
+		pthread_once(&many_sql_once, many_sql_build);
+		return many_sql[id / JRNL_PUT_SIZES][kind == JRNL_KIND_MYSQL]
+		    [id % JRNL_PUT_SIZES];
 	}
 	s = kind == JRNL_KIND_MYSQL ? mysql_sql[id] : sqlite_sql[id];
 	return s != NULL ? s : common_sql[id];

@@ -64,48 +64,66 @@ job_args(struct jrnl_val *a, const struct jrnl_job *job)
 	    jrnl_vtext(NULL);
 }
 
+/* Writes row i (0, 1, .. in order) of a put_rows() at a. */
+typedef void	(*row_fn)(struct jrnl *j, struct jrnl_val *a, size_t i,
+		    void *arg);
+
 /*
- * Upserts the jobs of reqs[0..nreq) in order: JRNL_PUT_ROWS_MAX a
- * statement, the rest by the powers of two it adds up to (30 jobs: 16, 8,
- * 4 and 2 rows).
+ * Inserts n rows of ncols values by the statements base + k of 2^k rows:
+ * JRNL_PUT_ROWS_MAX a statement, the rest by the powers of two it adds up
+ * to (30 rows: 16, 8, 4 and 2).
  */
 static enum jrnl_err
-put_jobs(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq)
+put_rows(struct jrnl *j, int base, size_t ncols, size_t n, row_fn fill,
+    void *arg)
 {
 	struct jrnl_val a[JRNL_ARGS_MAX];
-	size_t i, k, n, rows, left = 0;
+	size_t i = 0, r, rows;
 	enum jrnl_err e;
 	int size;
 
-	for (i = 0; i < nreq; i++)
-		left += reqs[i]->n;
-	i = k = 0;
-	while (left > 0) {
+	while (i < n) {
 		size = JRNL_PUT_SIZES - 1;
-		while (((size_t)1 << size) > left)
+		while (((size_t)1 << size) > n - i)
 			size--;
 		rows = (size_t)1 << size;
-		for (n = 0; n < rows; n++) {
-			while (k == reqs[i]->n) {
-				i++;
-				k = 0;
-			}
-			job_args(&a[n * JRNL_JOB_COLS], &reqs[i]->jobs[k++]);
-		}
-		e = jrnl_run(j->drv, j->wconn, JS_PUT_MANY + size, a,
-		    rows * JRNL_JOB_COLS, NULL, NULL, NULL);
+		for (r = 0; r < rows; r++)
+			fill(j, &a[r * ncols], i + r, arg);
+		e = jrnl_run(j->drv, j->wconn, base + size, a, rows * ncols,
+		    NULL, NULL, NULL);
 		if (e != JRNL_OK)
 			return e;
-		left -= rows;
+		i += rows;
 	}
 	return JRNL_OK;
 }
 
-static enum jrnl_err
-put_transition(struct jrnl *j, const struct jrnl_transition *t)
+/* The jobs of reqs[0..nreq), walked in order by job_row(). */
+struct job_walk {
+	struct jrnl_put_req	**reqs;
+	size_t			  req, job;
+};
+
+static void
+job_row(struct jrnl *j, struct jrnl_val *a, size_t i, void *arg)
 {
-	struct jrnl_val a[13];
-	enum jrnl_err e;
+	struct job_walk *w = arg;
+
+	(void)j;
+	(void)i;
+	while (w->job == w->reqs[w->req]->n) {
+		w->req++;
+		w->job = 0;
+	}
+	job_args(a, &w->reqs[w->req]->jobs[w->job++]);
+}
+
+/* A transition's row: a[0..JRNL_TRANS_COLS), in TRANS_COLS' order. */
+static void
+trans_row(struct jrnl *j, struct jrnl_val *a, size_t i, void *arg)
+{
+	struct jrnl_trans_rec **tr = arg;
+	const struct jrnl_transition *t = &tr[i]->t;
 
 	a[0] = jrnl_vtext(t->tenant);
 	a[1] = jrnl_vtext(t->job_id);
@@ -120,11 +138,14 @@ put_transition(struct jrnl *j, const struct jrnl_transition *t)
 	a[10] = jrnl_vint(t->latency_ms);
 	a[11] = jrnl_vtext(t->error);
 	a[12] = jrnl_vblob(t->excerpt, t->excerpt_len);
-	e = jrnl_run(j->drv, j->wconn, JS_TRANS_INSERT, a, 13, NULL, NULL,
-	    NULL);
-	/* A job's creation: its put wrote the row in that state already. */
-	if (e != JRNL_OK || t->from_state == NULL)
-		return e;
+}
+
+/* A transition's move of its job's row (not for a job's creation). */
+static enum jrnl_err
+apply_transition(struct jrnl *j, const struct jrnl_transition *t)
+{
+	struct jrnl_val a[9];
+
 	a[0] = jrnl_vtext(t->to_state);
 	a[1] = jrnl_vint(t->attempt);
 	a[2] = jrnl_vint(t->attempt);
@@ -139,20 +160,32 @@ put_transition(struct jrnl *j, const struct jrnl_transition *t)
 	    NULL);
 }
 
-/* One transaction: the jobs of reqs, then the transitions tr. */
+/*
+ * One transaction: the jobs of reqs, then the transitions tr (their rows,
+ * then, in order, the moves of their jobs' rows).
+ */
 static enum jrnl_err
 tx_write(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq,
     struct jrnl_trans_rec **tr, size_t ntr)
 {
+	struct job_walk w = { reqs, 0, 0 };
 	enum jrnl_err e;
-	size_t i;
+	size_t i, njobs = 0;
 
+	for (i = 0; i < nreq; i++)
+		njobs += reqs[i]->n;
 	if ((e = j->drv->begin(j->wconn)) != JRNL_OK)
 		return e;
-	if ((e = put_jobs(j, reqs, nreq)) != JRNL_OK)
+	if ((e = put_rows(j, JS_PUT_MANY, JRNL_JOB_COLS, njobs, job_row,
+	    &w)) != JRNL_OK)
 		goto fail;
+	if ((e = put_rows(j, JS_TRANS_MANY, JRNL_TRANS_COLS, ntr, trans_row,
+	    tr)) != JRNL_OK)
+		goto fail;
+	/* A job's creation: its put wrote the row in that state already. */
 	for (i = 0; i < ntr; i++)
-		if ((e = put_transition(j, &tr[i]->t)) != JRNL_OK)
+		if (tr[i]->t.from_state != NULL &&
+		    (e = apply_transition(j, &tr[i]->t)) != JRNL_OK)
 			goto fail;
 	if ((e = j->drv->commit(j->wconn)) != JRNL_OK)
 		return e;

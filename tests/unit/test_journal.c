@@ -608,6 +608,63 @@ test_transitions(void **state)
 	tj_close(j);
 }
 
+/*
+ * One flush of 80 transitions (2 per job for 40 jobs) is written by
+ * multi-row inserts (64 + 16 rows): every row is there, a job's history
+ * lists in order, and each job's row ends in its later transition's state.
+ */
+#define TM_JOBS		40
+
+static void
+test_trans_many(void **state)
+{
+	struct tb *b = tj_begin(state);
+	static char ids[TM_JOBS][16];
+	struct jrnl_job jobs[TM_JOBS];
+	struct jrnl_transition tr;
+	struct tlist l;
+	struct one_job o;
+	struct jrnl *j;
+	int i;
+
+	for (i = 0; i < TM_JOBS; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "TM%03d", i);
+		jobs[i] = tj_job("tm", "a", ids[i], "scheduled", 1000);
+	}
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, jobs, TM_JOBS), JRNL_OK);
+	for (i = 0; i < TM_JOBS; i++) {
+		tr = tj_trans("tm", ids[i], "in_flight", "retrying", 2000 + i,
+		    1);
+		tr.http_status = 500 + i;
+		jrnl_transition(j, &tr);
+	}
+	for (i = 0; i < TM_JOBS; i++) {
+		tr = tj_trans("tm", ids[i], "in_flight", i % 2 ?
+		    "delivered" : "dead", 3000 + i, 2);
+		jrnl_transition(j, &tr);
+	}
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
+	    "WHERE tenant = 'tm'"), 2 * TM_JOBS);
+	for (i = 0; i < TM_JOBS; i++) {
+		o = tj_get_one(j, "tm", ids[i]);
+		assert_string_equal(o.state, i % 2 ? "delivered" : "dead");
+		assert_int_equal(o.attempts, 2);
+		assert_int_equal(o.finished_ms, i % 2 ? 3000 + i : 0);
+		memset(&l, 0, sizeof(l));
+		assert_int_equal(jrnl_list_transitions(j, "tm", ids[i],
+		    collect_trans, &l), JRNL_OK);
+		assert_int_equal(l.n, 3);	/* the creation, then ours */
+		assert_string_equal(l.to[1], "retrying");
+		assert_int_equal(l.t[1].http_status, 500 + i);
+		assert_int_equal(l.t[1].at_ms, 2000 + i);
+		assert_string_equal(l.to[2], i % 2 ? "delivered" : "dead");
+		assert_int_equal(l.t[2].at_ms, 3000 + i);
+	}
+	tj_close(j);
+}
+
 /* ---- listing and scanning ------------------------------------------------ */
 
 #define LIST_N	30
@@ -1161,6 +1218,7 @@ main(void)
 		BOTH(test_migrate_v1),
 		BOTH(test_roundtrip),
 		BOTH(test_put_many),
+		BOTH(test_trans_many),
 		BOTH(test_group_commit),
 		BOTH(test_put_cb),
 		BOTH(test_transitions),
