@@ -136,29 +136,56 @@ bearer(struct api_req *req)
 	return h;
 }
 
-static int
-is_admin_key(const char *key)
+/* The length of key without its trailing blanks (not part of a key). */
+static size_t
+key_len(const char *key)
 {
-	uint8_t a[SHA256_LEN], b[SHA256_LEN];
-	const char *admin = conf.admin_key;
 	size_t n = strlen(key);
 
-	/* Trailing blanks are not part of a key. */
 	while (n > 0 && (key[n - 1] == ' ' || key[n - 1] == '\t'))
 		n--;
+	return n;
+}
+
+/*
+ * The admin key's SHA-256, computed again only when the configured key
+ * changes (a reload), not on every request.
+ */
+static pthread_mutex_t admin_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *admin_seen;
+static uint8_t admin_hash[SHA256_LEN];
+
+static int
+is_admin_hash(const uint8_t h[SHA256_LEN])
+{
+	const char *admin = conf.admin_key;
+	uint8_t b[SHA256_LEN];
+
 	if (admin == NULL || admin[0] == '\0')
 		return 0;
-	sha256(key, n, a);
-	sha256(admin, strlen(admin), b);
-	return timingsafe_memcmp(a, b, sizeof(a)) == 0;
+	pthread_mutex_lock(&admin_lock);
+	if (admin_seen == NULL || strcmp(admin_seen, admin) != 0) {
+		if (admin_seen != NULL)
+			explicit_bzero(admin_seen, strlen(admin_seen));
+		free(admin_seen);
+		admin_seen = xstrdup(admin);
+		sha256(admin, strlen(admin), admin_hash);
+	}
+	memcpy(b, admin_hash, sizeof(b));
+	pthread_mutex_unlock(&admin_lock);
+	return timingsafe_memcmp(h, b, sizeof(b)) == 0;
 }
 
 int
 api_is_admin_request(struct api_req *req)
 {
 	const char *key = bearer(req);
+	uint8_t h[SHA256_LEN];
 
-	return key != NULL && is_admin_key(key);
+	if (key == NULL)
+		return 0;
+	sha256(key, key_len(key), h);
+	return is_admin_hash(h);
 }
 
 static int
@@ -202,6 +229,7 @@ api_authenticate(struct api_req *req, enum api_auth need, void *arg)
 	struct api_ctx *ctx = arg;
 	char tenant[REG_TENANT_MAX + 1], key_id[REG_KEY_ID_MAX + 1];
 	char rk[REG_TENANT_MAX + REG_KEY_ID_MAX + 2], ra[32];
+	uint8_t h[SHA256_LEN];
 	const char *key;
 	enum reg_err e;
 	int64_t rate, wait;
@@ -212,25 +240,18 @@ api_authenticate(struct api_req *req, enum api_auth need, void *arg)
 	if ((key = bearer(req)) == NULL)
 		return unauthorized(req, "an API key is required: "
 		    "Authorization: Bearer <key>");
-	if (is_admin_key(key)) {
+	n = key_len(key);
+	sha256(key, n, h);	/* once, for both comparisons */
+	if (is_admin_hash(h)) {
 		req->admin = 1;
 		snprintf(req->key_id, sizeof(req->key_id), "admin");
 		return need == API_AUTH_ADMIN ? 0 : as_tenant(req, ctx);
 	}
-	n = strlen(key);
-	while (n > 0 && (key[n - 1] == ' ' || key[n - 1] == '\t'))
-		n--;
 	if (n != REG_API_KEY_LEN || strncmp(key, "rk_", 3) != 0 ||
 	    ctx == NULL || ctx->reg == NULL)
 		return unauthorized(req, "invalid API key");
-	{
-		char k[REG_API_KEY_LEN + 1];
-
-		memcpy(k, key, n);
-		k[n] = '\0';
-		e = registry_key_lookup(ctx->reg, k, tenant, key_id);
-		explicit_bzero(k, sizeof(k));
-	}
+	e = registry_key_lookup(ctx->reg, h, tenant, key_id);
+	explicit_bzero(h, sizeof(h));
 	if (e == REG_ENOTFOUND)
 		return unauthorized(req, "invalid API key");
 	if (e != REG_OK) {

@@ -941,10 +941,9 @@ registry_key_revoke(struct registry *reg, const char *tenant,
 }
 
 enum reg_err
-registry_key_lookup(struct registry *reg, const char *api_key,
+registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
     char tenant[REG_TENANT_MAX + 1], char key_id[REG_KEY_ID_MAX + 1])
 {
-	uint8_t h[SHA256_LEN];
 	char hex[2 * SHA256_LEN + 1], key[2 * SHA256_LEN + 3];
 	struct centry *e;
 	redisReply *r;
@@ -952,8 +951,7 @@ registry_key_lookup(struct registry *reg, const char *api_key,
 	const char *sp;
 	int found;
 
-	sha256(api_key, strlen(api_key), h);
-	hex_encode(h, sizeof(h), hex);
+	hex_encode(h, SHA256_LEN, hex);
 	snprintf(key, sizeof(key), "%c:%s", CE_KEY, hex);
 	pthread_mutex_lock(&reg->lock);
 	e = cache_find_locked(reg, key);

@@ -100,10 +100,12 @@ enum reg_err registry_key_list(struct registry *reg, const char *tenant,
 enum reg_err registry_key_revoke(struct registry *reg, const char *tenant,
 	    const char *key_id);
 /*
- * Which tenant an API key (as the client sent it) belongs to.  REG_ENOTFOUND
- * for an unknown or revoked key.
+ * Which tenant an API key belongs to, by the SHA-256 of the key as the
+ * client sent it (the caller hashes it once for every comparison it makes).
+ * REG_ENOTFOUND for an unknown or revoked key.
  */
-enum reg_err registry_key_lookup(struct registry *reg, const char *api_key,
+enum reg_err registry_key_lookup(struct registry *reg,
+	    const uint8_t key_hash[32],
 	    char tenant[REG_TENANT_MAX + 1],
 	    char key_id[REG_KEY_ID_MAX + 1]);
 
