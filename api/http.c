@@ -467,8 +467,8 @@ json_number(const unsigned char *s, size_t i, size_t n)
  * single quotes, NaN, Infinity, "1." and raw control characters in
  * strings).  NULL when s is one valid JSON text, else the reason.
  */
-static const char *
-json_strict_check(const unsigned char *s, size_t n)
+const char *
+api_json_strict_check(const unsigned char *s, size_t n)
 {
 	enum { J_VALUE, J_VALUE1, J_KEY, J_KEY1, J_AFTER } st = J_VALUE;
 	char stack[JSON_STRICT_DEPTH];
@@ -570,7 +570,7 @@ api_body_json(struct api_req *req, json_object **out)
 		    "the body contains a NUL byte");
 		return -1;
 	}
-	if ((why = json_strict_check((const unsigned char *)req->body.data,
+	if ((why = api_json_strict_check((const unsigned char *)req->body.data,
 	    req->body.len)) != NULL) {
 		api_error(req, 400, "invalid_json", NULL,
 		    "the body is not valid JSON: %s", why);

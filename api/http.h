@@ -127,6 +127,12 @@ void	api_resume(struct api_req *req);
  */
 int	api_client_gone(struct api_req *req);
 
+/*
+ * RFC 8259 syntax (json-c takes NaN, Infinity, "1." and more even when
+ * strict): NULL when s[0..n) is one valid JSON text, else the reason.
+ */
+const char *api_json_strict_check(const unsigned char *s, size_t n);
+
 /* Parse the body as JSON (an object); -1 after answering 400. */
 int	api_body_json(struct api_req *req, json_object **out);
 

@@ -116,7 +116,8 @@ api_body_value(const char *body, size_t len)
 
 	if (body == NULL || len == 0)
 		return json_object_new_string("");
-	if (memchr(body, '\0', len) != NULL || len > INT32_MAX - 1)
+	if (memchr(body, '\0', len) != NULL || len > INT32_MAX - 1 ||
+	    api_json_strict_check((const unsigned char *)body, len) != NULL)
 		return safe_string(body, len);
 	/* A trailing blank ends a top-level number ("42" is complete). */
 	copy = xmalloc(len + 1);

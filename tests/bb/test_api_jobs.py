@@ -49,6 +49,21 @@ def _():
     assert E.job(KEY, b["id"])["retry_schedule"] == "<1m>"
 
 
+@t.test("a string body json-c alone would take for JSON (1., NaN, -01) "
+        "reads back as that string, in valid JSON; JSON bodies as JSON")
+def _():
+    for s in ["1.", "-1.", "1.e3", "NaN", "Infinity", "-Infinity", "[1.]",
+              '{"a": NaN}', "-01", "[1,]"]:
+        st, _, b = push({"delay_ms": HOUR, "body": s})
+        assert st == 201, (s, st, b)
+        g = E.job(KEY, b["id"])
+        assert g["body"] == s, (s, g["body"])
+    for s, v in [("1.5", 1.5), ("[1, 2.0e3]", [1, 2000.0]), ("-0", 0),
+                 ('{"a": -1.25E-2}', {"a": -0.0125})]:
+        st, _, b = push({"delay_ms": HOUR, "body": s})
+        assert E.job(KEY, b["id"])["body"] == v, (s, v)
+
+
 @t.test("ids are unique and sort by creation time")
 def _():
     ids = [push({"delay_ms": HOUR})[2]["id"] for _ in range(20)]
