@@ -239,11 +239,23 @@ api_job_in_clear(struct api_job_in *j)
 	memset(j, 0, sizeof(*j));
 }
 
-static int
+/*
+ * out = prefix name (cut to outlen - 1 bytes), for error answers.  Built
+ * for each member of every job parsed, so by memcpy, not snprintf (8 calls
+ * of about 800 instructions each per job).
+ */
+static void
 field_name(char *out, size_t outlen, const char *prefix, const char *name)
 {
-	snprintf(out, outlen, "%s%s", prefix, name);
-	return 0;
+	size_t p = strlen(prefix), n = strlen(name);
+
+	if (p > outlen - 1)
+		p = outlen - 1;
+	if (n > outlen - 1 - p)
+		n = outlen - 1 - p;
+	memcpy(out, prefix, p);
+	memcpy(out + p, name, n);
+	out[p + n] = '\0';
 }
 
 /* The body member into out->body; 0 or -1 after answering. */
