@@ -397,9 +397,13 @@ utf8_seq(const unsigned char *s, size_t i, size_t n)
 	return len;
 }
 
-/* A string at s[i] (the quote); the index past it, or 0 when invalid. */
+/*
+ * A string at s[i] (the quote); the index past it, or 0 when invalid.
+ * Notes in sh a \\u escape and a byte past printable ASCII.
+ */
 static size_t
-json_string(const unsigned char *s, size_t i, size_t n)
+json_string(const unsigned char *s, size_t i, size_t n,
+    struct api_json_shape *sh)
 {
 	size_t k;
 
@@ -408,6 +412,8 @@ json_string(const unsigned char *s, size_t i, size_t n)
 			return i + 1;
 		if (s[i] < 0x20)
 			return 0;
+		if (s[i] > 0x7e)
+			sh->unprintable = 1;
 		if (s[i] >= 0x80) {
 			if ((k = utf8_seq(s, i, n)) == 0)
 				return 0;
@@ -423,34 +429,52 @@ json_string(const unsigned char *s, size_t i, size_t n)
 				if (i + k >= n || str_hexval(s[i + k]) < 0)
 					return 0;
 			i += 4;
+			sh->u_escape = 1;
 		} else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0')
 			return 0;
 	}
 	return 0;
 }
 
-/* A number at s[i]; the index past it, or 0 when invalid. */
+/* A run of digits from s[i]: its end, the longest run noted in sh. */
 static size_t
-json_number(const unsigned char *s, size_t i, size_t n)
+json_digits(const unsigned char *s, size_t i, size_t n,
+    struct api_json_shape *sh)
+{
+	size_t d = i;
+
+	while (i < n && s[i] >= '0' && s[i] <= '9')
+		i++;
+	if (i - d > sh->digits)
+		sh->digits = i - d;
+	return i;
+}
+
+/*
+ * A number at s[i]; the index past it, or 0 when invalid.  Notes in sh
+ * its longest digit run (integer or fraction part) and an exponent.
+ */
+static size_t
+json_number(const unsigned char *s, size_t i, size_t n,
+    struct api_json_shape *sh)
 {
 	size_t d;
 
 	if (i < n && s[i] == '-')
 		i++;
 	if (i < n && s[i] == '0')
-		i++;
+		i = json_digits(s, i, i + 1, sh);
 	else if (i < n && s[i] >= '1' && s[i] <= '9')
-		while (i < n && s[i] >= '0' && s[i] <= '9')
-			i++;
+		i = json_digits(s, i, n, sh);
 	else
 		return 0;
 	if (i < n && s[i] == '.') {
-		for (d = ++i; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-			;
-		if (i == d)
+		d = ++i;
+		if ((i = json_digits(s, i, n, sh)) == d)
 			return 0;
 	}
 	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		sh->exponent = 1;
 		i++;
 		if (i < n && (s[i] == '+' || s[i] == '-'))
 			i++;
@@ -470,11 +494,20 @@ json_number(const unsigned char *s, size_t i, size_t n)
 const char *
 api_json_strict_check(const unsigned char *s, size_t n)
 {
+	struct api_json_shape sh;
+
+	return api_json_scan(s, n, &sh);
+}
+
+const char *
+api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
+{
 	enum { J_VALUE, J_VALUE1, J_KEY, J_KEY1, J_AFTER } st = J_VALUE;
 	char stack[JSON_STRICT_DEPTH];
 	int depth = 0;
 	size_t i = 0, j;
 
+	memset(sh, 0, sizeof(*sh));
 	for (;;) {
 		i = json_ws(s, i, n);
 		if (i >= n)
@@ -494,13 +527,15 @@ api_json_strict_check(const unsigned char *s, size_t n)
 				if (depth >= JSON_STRICT_DEPTH)
 					return "nested too deeply";
 				stack[depth++] = (char)s[i];
+				if (depth > sh->depth)
+					sh->depth = depth;
 				st = s[i++] == '{' ? J_KEY1 : J_VALUE1;
 				break;
 			}
 			if (s[i] == '"')
-				j = json_string(s, i, n);
+				j = json_string(s, i, n, sh);
 			else if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))
-				j = json_number(s, i, n);
+				j = json_number(s, i, n, sh);
 			else if (n - i >= 4 && memcmp(s + i, "true", 4) == 0)
 				j = i + 4;
 			else if (n - i >= 5 && memcmp(s + i, "false", 5) == 0)
@@ -525,7 +560,7 @@ api_json_strict_check(const unsigned char *s, size_t n)
 			}
 			/* FALLTHROUGH */
 		case J_KEY:
-			if (s[i] != '"' || (j = json_string(s, i, n)) == 0)
+			if (s[i] != '"' || (j = json_string(s, i, n, sh)) == 0)
 				return "a member name must be a string";
 			i = json_ws(s, j, n);
 			if (i >= n || s[i] != ':')

@@ -130,8 +130,19 @@ int	api_client_gone(struct api_req *req);
 /*
  * RFC 8259 syntax (json-c takes NaN, Infinity, "1." and more even when
  * strict): NULL when s[0..n) is one valid JSON text, else the reason.
+ * api_json_scan() also describes the text in *sh (valid or not: what it
+ * saw up to where it stopped).
  */
+struct api_json_shape {
+	int	depth;		/* the deepest nesting of arrays and objects */
+	size_t	digits;		/* the longest integer or fraction digit run */
+	int	exponent;	/* a number has one */
+	int	u_escape;	/* a string has a \u escape */
+	int	unprintable;	/* a string has a byte past 0x7e */
+};
 const char *api_json_strict_check(const unsigned char *s, size_t n);
+const char *api_json_scan(const unsigned char *s, size_t n,
+	    struct api_json_shape *sh);
 
 /* Parse the body as JSON (an object); -1 after answering 400. */
 int	api_body_json(struct api_req *req, json_object **out);

@@ -422,148 +422,31 @@ api_pull_notify(const char *tenant, const char *topic)
 /* The reserve answer, printed directly */
 
 #define PLAIN_DEPTH	32
+#define PLAIN_DIGITS	15	/* integer or fraction digits */
 #define PULL_ANSWER_MORE 1024	/* an answer's bytes besides its strings */
-
-static void
-skip_ws(const char **p, const char *e)
-{
-	while (*p < e && (**p == ' ' || **p == '\t' || **p == '\n' ||
-	    **p == '\r'))
-		(*p)++;
-}
-
-/* Past a string of printable ASCII and simple escapes at *p; 0 or -1. */
-static int
-plain_string(const char **p, const char *e)
-{
-	const char *s = *p;
-
-	if (s >= e || *s++ != '"')
-		return -1;
-	while (s < e && *s != '"') {
-		if (*s == '\\') {
-			if (++s >= e || strchr("\"\\/bfnrt", *s) == NULL)
-				return -1;
-		} else if (*s < 0x20 || *s > 0x7e)
-			return -1;
-		s++;
-	}
-	if (s >= e)
-		return -1;
-	*p = s + 1;
-	return 0;
-}
-
-/* Past a number with at most 15 integer and 15 fraction digits. */
-static int
-plain_number(const char **p, const char *e)
-{
-	const char *s = *p, *d;
-
-	if (s < e && *s == '-')
-		s++;
-	if (s >= e || *s < '0' || *s > '9')
-		return -1;
-	d = s;
-	if (*s == '0')
-		s++;
-	else
-		while (s < e && *s >= '0' && *s <= '9')
-			s++;
-	if (s - d > 15)
-		return -1;
-	if (s < e && *s == '.') {
-		d = ++s;
-		while (s < e && *s >= '0' && *s <= '9')
-			s++;
-		if (s == d || s - d > 15)
-			return -1;
-	}
-	if (s < e && (*s == 'e' || *s == 'E'))
-		return -1;
-	*p = s;
-	return 0;
-}
-
-static int
-plain_value(const char **p, const char *e, int depth)
-{
-	static const char *const lit[] = { "true", "false", "null" };
-	char close;
-	size_t i, n;
-
-	skip_ws(p, e);
-	if (*p >= e)
-		return -1;
-	switch (**p) {
-	case '"':
-		return plain_string(p, e);
-	case '{':
-	case '[':
-		if (depth >= PLAIN_DEPTH)
-			return -1;
-		close = **p == '{' ? '}' : ']';
-		(*p)++;
-		skip_ws(p, e);
-		if (*p < e && **p == close) {
-			(*p)++;
-			return 0;
-		}
-		for (;;) {
-			if (close == '}') {
-				skip_ws(p, e);
-				if (plain_string(p, e) == -1)
-					return -1;
-				skip_ws(p, e);
-				if (*p >= e || *(*p)++ != ':')
-					return -1;
-			}
-			if (plain_value(p, e, depth + 1) == -1)
-				return -1;
-			skip_ws(p, e);
-			if (*p >= e)
-				return -1;
-			if (**p == close) {
-				(*p)++;
-				return 0;
-			}
-			if (*(*p)++ != ',')
-				return -1;
-		}
-	default:
-		for (i = 0; i < 3; i++) {
-			n = strlen(lit[i]);
-			if ((size_t)(e - *p) >= n &&
-			    memcmp(*p, lit[i], n) == 0) {
-				*p += n;
-				return 0;
-			}
-		}
-		return plain_number(p, e);
-	}
-}
 
 /*
  * Whether s[0 .. len-1] is one JSON value of the plain kind that json-c
- * reads and prints back as the same value: ASCII strings with no \u
- * escapes, numbers without exponents or long digit runs, at most
- * PLAIN_DEPTH deep, not a bare null.  Such text can be copied into an
- * answer as it is; anything else (valid JSON or not) takes the json-c
- * path.
+ * reads and prints back as the same value: strings of printable ASCII
+ * with no \\u escapes, numbers without exponents or long digit runs, at
+ * most PLAIN_DEPTH deep, not a bare null.  Such text can be copied into
+ * an answer as it is; anything else (valid JSON or not) takes the json-c
+ * path.  The request bodies' RFC 8259 check reads it and says its shape.
  */
 static int
 json_plain(const char *s, size_t len)
 {
-	const char *p = s, *e = s + len;
+	struct api_json_shape sh;
+	size_t i = 0;
 
-	if (len == 0 || plain_value(&p, e, 0) == -1)
+	if (api_json_scan((const unsigned char *)s, len, &sh) != NULL ||
+	    sh.depth > PLAIN_DEPTH || sh.digits > PLAIN_DIGITS ||
+	    sh.exponent || sh.u_escape || sh.unprintable)
 		return 0;
 	/* json-c reads a bare null as no value: the body is then a string. */
-	skip_ws(&s, e);
-	if (*s == 'n')
-		return 0;
-	skip_ws(&p, e);
-	return p == e;
+	while (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')
+		i++;
+	return s[i] != 'n';
 }
 
 /* Whether s needs no escaping inside a JSON string. */
