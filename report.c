@@ -238,10 +238,12 @@ report_new(struct sched *s)
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->work, NULL);
 	pthread_cond_init(&r->room, NULL);
-	for (r->nthr = 0; r->nthr < REPORT_THREADS; r->nthr++)
+	for (r->nthr = 0; r->nthr < REPORT_THREADS; r->nthr++) {
 		if ((err = pthread_create(&r->thr[r->nthr], NULL, report_main,
 		    r)) != 0)
 			goto fail;
+		(void)pthread_setname_np(r->thr[r->nthr], "report");
+	}
 	return r;
 fail:
 	report_free(r);

@@ -609,6 +609,7 @@ restore_start(struct restore *r)
 		return -1;
 	}
 	r->started = 1;
+	(void)pthread_setname_np(r->thread, "restore");
 	return 0;
 }
 

@@ -737,6 +737,7 @@ push_running_locked(void)
 			log_warn("api: cannot start a push thread");
 			break;
 		}
+		(void)pthread_setname_np(push_thr[i], "api-push");
 		push_started = i + 1;
 	}
 	return push_started > 0;

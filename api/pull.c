@@ -361,6 +361,7 @@ start_locked(void)
 		pthread_cond_destroy(&pull_cond);
 		return -1;
 	}
+	(void)pthread_setname_np(pull_thr, "pull-deadline");
 	pull_started = 1;
 	return 0;
 }

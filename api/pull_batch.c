@@ -256,6 +256,7 @@ running_locked(enum pull_op_kind kind)
 			log_warn("pull: cannot start a batch worker");
 			return 0;
 		}
+		(void)pthread_setname_np(q->thr, "pull-batch");
 		q->started = 1;
 	}
 	return 1;

@@ -380,6 +380,7 @@ obs_stats_start(const struct api_ctx *ctx)
 		rc = -1;
 		goto out;
 	}
+	(void)pthread_setname_np(flusher, "stats-flush");
 	running = 1;
 out:
 	pthread_mutex_unlock(&run_lock);

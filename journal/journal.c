@@ -290,6 +290,7 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 		pthread_cond_destroy(&j->done);
 		goto fail;
 	}
+	(void)pthread_setname_np(j->writer, "jrnl-writer");
 	j->writer_started = 1;
 	*err = JRNL_OK;
 	return j;

@@ -1158,6 +1158,8 @@ sched_timer_start(struct sched *s)
 		pthread_join(s->timer_thr, NULL);
 		goto fail;
 	}
+	(void)pthread_setname_np(s->timer_thr, "sched-timer");
+	(void)pthread_setname_np(s->sub_thr, "sched-sub");
 	s->started = 1;
 	return 0;
 fail:
