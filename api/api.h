@@ -67,11 +67,15 @@ void	api_pull_stop(void);
 void	api_pull_kick(void);
 /*
  * The push threads (started by the first push): api_push_stop() pushes what
- * they hold and joins them; call it after api_server_stop(), before the
- * scheduler stops.  Later pushes are made by the handler's own thread.
+ * they hold, joins them and waits for a push the journal's writer is making
+ * (api_push_flush); call it after api_server_stop(), before the scheduler
+ * stops.  Later pushes are made by the handler's own thread.
  */
 void	api_push_stop(void);
-/* The journal's callbacks_done: hands the committed pushes on. */
+/*
+ * The journal's callbacks_done: pushes the committed group on this thread
+ * when it is small (a few single pushes), else hands it to the pushers.
+ */
 void	api_push_flush(void);
 
 /*

@@ -674,25 +674,42 @@ accept_wake(struct api_accept *a)
  * (journal committed, or no journal wait), push all their jobs to Redis in
  * one sched_push_many (a pipeline of push_many calls) and resume them.  So
  * the pushes that share a commit share the round trips to Redis too, and
- * while one group is pushed the journal commits the next.
+ * while one group is pushed the journal commits the next.  A commit's group
+ * of at most API_PUSH_INLINE jobs is pushed by the journal's writer itself
+ * (api_push_flush): a pipeline of a few scripts costs less than waking a
+ * pusher, and the requests skip a thread hand-off; larger groups (batches)
+ * go to the pushers, so their push overlaps the next commit.
  */
 
 #define API_PUSHERS	2
+#define API_PUSH_INLINE	64	/* jobs of a commit pushed by the writer */
 
 static pthread_mutex_t push_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t push_cond = PTHREAD_COND_INITIALIZER;
 static struct api_accept *push_head, **push_tail = &push_head;
 static pthread_t push_thr[API_PUSHERS];
 static int push_started, push_stopping;
+static int push_inline;		/* the writer pushing (api_push_flush) */
 
 static void accept_push(struct sched *sched, struct api_accept **v,
     size_t nv);
+
+/* Pushes v[0..n) in one sched_push_many and resumes each. */
+static void
+push_vector(struct api_accept **v, size_t n)
+{
+	size_t i;
+
+	accept_push(v[0]->priv->sched, v, n);
+	for (i = 0; i < n; i++)
+		accept_wake(v[i]);
+}
 
 static void *
 pusher_main(void *arg)
 {
 	struct api_accept *q, *a, **v = NULL;
-	size_t n, cap = 0, i;
+	size_t n, cap = 0;
 
 	(void)arg;
 	pthread_mutex_lock(&push_lock);
@@ -713,9 +730,7 @@ pusher_main(void *arg)
 		}
 		for (n = 0, a = q; a != NULL; a = a->priv->next)
 			v[n++] = a;
-		accept_push(v[0]->priv->sched, v, n);
-		for (i = 0; i < n; i++)
-			accept_wake(v[i]);
+		push_vector(v, n);
 		pthread_mutex_lock(&push_lock);
 	}
 	pthread_mutex_unlock(&push_lock);
@@ -786,22 +801,55 @@ push_queue(struct api_accept *a)
 }
 
 /*
- * Accepts the journal committed in its current group of callbacks, handed
- * to the pushers together by api_push_flush() at the end of the group: one
- * wake-up per group commit, not one per request (each of which made the
- * writer yield to a pusher that then took a request or two).  Only the
- * journal's writer thread touches its list.
+ * Accepts the journal committed in its current group of callbacks, pushed
+ * together by api_push_flush() at the end of the group: by the writer when
+ * they hold at most API_PUSH_INLINE jobs, else by the pushers (one wake-up
+ * per group commit, not one per request).  Only the journal's writer
+ * thread touches its list.
  */
 static __thread struct api_accept *defer_head, **defer_tail;
+
+/* The chain from a in v (n), if it holds at most API_PUSH_INLINE jobs. */
+static int
+push_small(struct api_accept *a, struct api_accept **v, size_t *n)
+{
+	size_t jobs = 0;
+
+	for (*n = 0; a != NULL; a = a->priv->next) {
+		jobs += a->n;
+		if (jobs > API_PUSH_INLINE || *n == API_PUSH_INLINE)
+			return 0;
+		v[(*n)++] = a;
+	}
+	return *n > 0;
+}
 
 void
 api_push_flush(void)
 {
-	struct api_accept *a, *next;
-	int queued;
+	struct api_accept *a, *next, *v[API_PUSH_INLINE];
+	size_t n;
+	int queued, here = 0;
 
 	if ((a = defer_head) == NULL)
 		return;
+	if (push_small(a, v, &n)) {
+		/* As the pushers, not once stopped; api_push_stop() waits. */
+		pthread_mutex_lock(&push_lock);
+		if ((here = !push_stopping))
+			push_inline++;
+		pthread_mutex_unlock(&push_lock);
+	}
+	if (here) {
+		defer_head = NULL;
+		defer_tail = NULL;
+		push_vector(v, n);
+		pthread_mutex_lock(&push_lock);
+		if (--push_inline == 0 && push_stopping)
+			pthread_cond_broadcast(&push_cond);
+		pthread_mutex_unlock(&push_lock);
+		return;
+	}
 	queued = push_queue_chain(defer_head, defer_tail) == 0;
 	defer_head = NULL;
 	defer_tail = NULL;
@@ -824,6 +872,8 @@ api_push_stop(void)
 	for (i = 0; i < n; i++)
 		pthread_join(push_thr[i], NULL);
 	pthread_mutex_lock(&push_lock);
+	while (push_inline > 0)		/* the writer's api_push_flush() */
+		pthread_cond_wait(&push_cond, &push_lock);
 	push_started = 0;
 	pthread_mutex_unlock(&push_lock);
 }

@@ -13,6 +13,7 @@ real time.
 import os
 import re
 import sys
+import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -125,9 +126,54 @@ def case_two(drv):
             assert len(got) == len(set(got)) and set(got) == set(ids)
 
 
+def case_groups(drv):
+    """Single pushes from 16 threads at once (groups the journal's writer
+    pushes itself) and batches of 64 and 65 jobs (the largest group it
+    pushes, and the smallest it hands to the push threads): each accepted
+    job is in Redis at once, comes back once after FLUSHALL, and is
+    delivered once."""
+    with harness.RedisServer() as r, harness.Receiver() as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = hook_topic(d, key, rcv)
+        ids, lock = [], threading.Lock()
+
+        def singles(k):
+            for x in range(25):
+                b = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                                   {"delay_ms": L.HOUR,
+                                    "body": {"t": k, "n": x}},
+                                   key=key), 201)
+                with lock:
+                    ids.append(b["id"])
+
+        th = [threading.Thread(target=singles, args=(k,)) for k in range(16)]
+        for x in th:
+            x.start()
+        for size in (64, 65, 64, 65):
+            ids += L.push_batches(d, key, q, size, size=size)
+        for x in th:
+            x.join()
+        n = 16 * 25 + 2 * (64 + 65)
+        assert len(set(ids)) == n, len(set(ids))
+        for jid in ids[:: 7]:
+            b = L.ok(d.request("GET", "/v1/jobs/" + jid, key=key), 200)
+            assert b["state"] == "scheduled", b
+        assert L.counts(d, key, q)["scheduled"] == n
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, present = L.wait_restore(d, mark)
+        assert restored == n and present == 0, (restored, present)
+        deliver_all(d, rcv, ids)
+
+
 D.each("10k jobs come back by themselves after FLUSHALL, once each",
        case_auto)
 D.each("the restore route racing the automatic rebuild makes each job once",
        case_route)
 D.each("two instances: one rebuilds, the other waits", case_two)
+D.each("concurrent single pushes and batches of 64 and 65 jobs: each in "
+       "Redis at once, back once after FLUSHALL, delivered once",
+       case_groups)
 t.done()
