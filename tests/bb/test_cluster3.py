@@ -128,6 +128,17 @@ def push(q, body, d=None, **kw):
     return j
 
 
+def push_spread(q, n, **kw):
+    """Pushes n jobs, each in its own 4 ms of the test clock: a generated id
+    takes the shard of its 4 ms, so the jobs go round every shard (pushed
+    within one 4 ms they would share one)."""
+    ids = []
+    for i in range(n):
+        advance(4)
+        ids.append(push(q, i, **kw)["id"])
+    return ids
+
+
 def keys_on(n, tenant):
     """Keys of tenant's shards that n holds."""
     return sum(n.cmd("CLUSTER", "COUNTKEYSINSLOT", str(slot(shard_tag(
@@ -161,7 +172,7 @@ def _():
     q = unique("q")
     st, _, b = req("PUT", "/v1/topics/" + q, {"callback_url": rcv.url("/h")})
     assert st == 201, b
-    ids = [push(q, i, delay_ms=0)["id"] for i in range(64)]
+    ids = push_spread(q, 64, delay_ms=0)
     rcv.wait_count(64)
     harness.wait_for(lambda: all(state(i)["state"] == "delivered"
                                  for i in ids), what="every job delivered")
@@ -258,11 +269,11 @@ def _():
         assert n.cmd("SCRIPT", "FLUSH") == "OK"
     loads = [calls(n, "script|load") for n in N[1:]]
     said = [errors(n, "NOSCRIPT") for n in N[1:]]
-    ids = [push(q, i, delay_ms=0)["id"] for i in range(32)]
+    ids = push_spread(q, 32, delay_ms=0)
     rcv.wait_count(32)
     assert sorted(r.headers["webhook-id"] for r in rcv.requests) == \
         sorted(ids)
-    pids = [push(p, i, delay_ms=0)["id"] for i in range(16)]
+    pids = push_spread(p, 16, delay_ms=0)
     assert sorted(take_all(p, 16)) == sorted(pids)
     now = [calls(n, "script|load") for n in N[1:]]
     assert all(b > a for a, b in zip(loads, now)), (loads, now)

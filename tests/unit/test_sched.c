@@ -34,6 +34,7 @@
 #include "scheduler/sched_int.h"
 #include "tests/unit/test_sched.h"
 #include "util/clock.h"
+#include "util/id.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -123,6 +124,51 @@ state_of(struct sched *s, const char *id)
 	st = job->state;
 	sched_job_free(job);
 	return st;
+}
+
+/*
+ * A generated id without a bizkey takes the shard of its 4 ms: two ids of
+ * one window share it, the next window takes the next shard, and 16
+ * windows cover every shard; an id with a bizkey keeps its bizkey's.  The
+ * test clock stands still, so the ids move from ms to ms by using up a
+ * ms's 4096 sequence numbers (the generator then borrows the next ms).
+ */
+static void
+test_id_shards(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct id_parts pa, pb;
+	char a[ID_LEN + 1], b[ID_LEN + 1];
+	int seen[64] = { 0 }, nseen = 0, ns = s->cfg.shards, w, sh, prev = -1;
+	int64_t win;
+
+	assert_true(ns > 1 && ns <= 64);
+	sched_new_id(s, NULL, a);
+	assert_int_equal(id_parse(a, &pa), 0);
+	for (w = 0; w < ns; w++) {
+		win = pa.ms / 4;
+		while (pa.ms / 4 == win) {	/* the next window's first id */
+			sched_new_id(s, NULL, a);
+			assert_int_equal(id_parse(a, &pa), 0);
+		}
+		sched_new_id(s, NULL, b);
+		assert_int_equal(id_parse(b, &pb), 0);
+		assert_int_equal(pb.ms / 4, pa.ms / 4);
+		sh = sched_shard_of(s, a);
+		assert_int_equal(sh, (int)((pa.ms / 4 + pa.node) % ns));
+		assert_int_equal(sched_shard_of(s, b), sh);
+		if (prev >= 0)
+			assert_int_equal(sh, (prev + 1) % ns);
+		prev = sh;
+		if (!seen[sh]++)
+			nseen++;
+		/* A bizkey picks its own shard, whatever the time. */
+		sched_new_id(s, "patient-12", b);
+		assert_int_equal(sched_shard_of(s, b),
+		    sched_shard_for(s, "patient-12", NULL));
+	}
+	assert_int_equal(nseen, ns);
 }
 
 static void
@@ -2035,6 +2081,8 @@ main(void)
 		    mteardown),
 		cmocka_unit_test_setup_teardown(test_push_get_roundtrip,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_id_shards, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_never_early_and_order,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_many, setup,
