@@ -79,7 +79,9 @@ enum api_job_dialect {
 
 /*
  * Validate one job object for topic t; prefix names it in errors ("" or
- * "jobs[3].").  0, or -1 after answering 4xx.
+ * "jobs[3].").  0, or -1 after answering 4xx.  A job without a prefix is
+ * its request's only one: its generated id is sched_new_id_alone()'s (the
+ * shard of its time), a batch's are sched_new_id()'s (spread by hash).
  */
 int	api_job_parse(struct api_req *req, json_object *obj,
 	    const struct registry_topic *t, enum api_job_dialect d,

@@ -415,7 +415,9 @@ api_job_parse(struct api_req *req, json_object *obj,
 			out->client_id = 1;
 		}
 	}
-	if (!out->client_id)
+	if (!out->client_id && prefix[0] == '\0' && out->bizkey == NULL)
+		sched_new_id_alone(ctx->sched, out->id);
+	else if (!out->client_id)
 		sched_new_id(ctx->sched, out->bizkey, out->id);
 	return 0;
 }

@@ -308,14 +308,18 @@ register_tenant(struct sched *s, redisContext *c, const char *tenant,
 /* ---- ids and shards ----------------------------------------------------- */
 
 /*
- * A generated id without a bizkey takes the shard of its time: every
+ * A job pushed alone without a bizkey takes the shard of its time: every
  * SCHED_STICKY_MS the next one (offset by the instance's node number).
- * Jobs that arrive together then share a shard, so the pushes that one
- * commit or one pusher takes together are one push_many call instead of
- * one per shard (most of a single push's Redis time was that call's fixed
- * cost), while over 16 spans every shard gets its turn: Kafka's sticky
- * partitioner, by time.  A bizkey still picks its own shard (its
- * deduplication lives there).
+ * Lone pushes that arrive together then share a shard, so the pushes that
+ * one commit or one pusher takes together are one push_many call instead
+ * of one per shard (most of a single push's Redis time was that call's
+ * fixed cost), while over 16 spans every shard gets its turn: Kafka's
+ * sticky partitioner, by time.  A batch's jobs are spread by a hash of the
+ * id: they are pushed together anyway (one call per shard of up to
+ * scheduler.batch jobs), and a batch pushed within 4 ms would otherwise
+ * load one shard, leaving the shards uneven (their hash tables double at
+ * different sizes).  A bizkey picks its own shard (its deduplication lives
+ * there).
  */
 #define SCHED_STICKY_MS	4
 
@@ -343,8 +347,9 @@ sched_shard_for(struct sched *s, const char *bizkey, const char *id)
 	return sched_shard_of(s, id);
 }
 
-void
-sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1])
+/* A new id, its shard per new_id(); alone: sched_new_id_alone(). */
+static void
+new_id(struct sched *s, const char *bizkey, int alone, char out[ID_LEN + 1])
 {
 	struct id_parts p;
 	redisContext *c;
@@ -361,10 +366,24 @@ sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1])
 	(void)id_parse(tmp, &p);
 	if (bizkey != NULL && bizkey[0] != '\0')
 		p.shard = (uint32_t)crc_shard(s, bizkey, strlen(bizkey));
-	else
+	else if (alone)
 		p.shard = (uint32_t)(((uint64_t)p.ms / SCHED_STICKY_MS +
 		    p.node) % (uint64_t)s->cfg.shards);
+	else
+		p.shard = (uint32_t)crc_shard(s, tmp, ID_LEN - 2);
 	id_format(&p, out);
+}
+
+void
+sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1])
+{
+	new_id(s, bizkey, 0, out);
+}
+
+void
+sched_new_id_alone(struct sched *s, char out[ID_LEN + 1])
+{
+	new_id(s, NULL, 1, out);
 }
 
 /* The shard a push goes to: a generated id's own, else its bizkey's. */

@@ -183,8 +183,18 @@ struct sched_pool *sched_pool(struct sched *s);
 int	sched_shard_for(struct sched *s, const char *bizkey, const char *id);
 /* Shard of an existing job from its id (generated or client-given). */
 int	sched_shard_of(struct sched *s, const char *id);
-/* A new id (16 characters) for a job with this bizkey (or NULL). */
+/*
+ * A new id (16 characters) for a job with this bizkey (or NULL): the shard
+ * in it is the bizkey's, else a hash of the id, so the jobs of a batch
+ * spread evenly over the shards.
+ */
 void	sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1]);
+/*
+ * A new id for a job pushed alone without a bizkey: the shard in it is the
+ * one of its time, the next every SCHED_STICKY_MS (sched.c), so lone pushes
+ * that arrive together share a shard and one push_many call.
+ */
+void	sched_new_id_alone(struct sched *s, char out[ID_LEN + 1]);
 
 struct sched_push {
 	const char	*tenant;

@@ -127,9 +127,10 @@ state_of(struct sched *s, const char *id)
 }
 
 /*
- * A generated id without a bizkey takes the shard of its 4 ms: two ids of
- * one window share it, the next window takes the next shard, and 16
- * windows cover every shard; an id with a bizkey keeps its bizkey's.  The
+ * A job pushed alone takes the shard of its 4 ms: two ids of one window
+ * share it, the next window takes the next shard, and 16 windows cover
+ * every shard; an id with a bizkey keeps its bizkey's, and a batch's ids
+ * (sched_new_id) spread over the shards within one window.  The
  * test clock stands still, so the ids move from ms to ms by using up a
  * ms's 4096 sequence numbers (the generator then borrows the next ms).
  */
@@ -144,15 +145,15 @@ test_id_shards(void **state)
 	int64_t win;
 
 	assert_true(ns > 1 && ns <= 64);
-	sched_new_id(s, NULL, a);
+	sched_new_id_alone(s, a);
 	assert_int_equal(id_parse(a, &pa), 0);
 	for (w = 0; w < ns; w++) {
 		win = pa.ms / 4;
 		while (pa.ms / 4 == win) {	/* the next window's first id */
-			sched_new_id(s, NULL, a);
+			sched_new_id_alone(s, a);
 			assert_int_equal(id_parse(a, &pa), 0);
 		}
-		sched_new_id(s, NULL, b);
+		sched_new_id_alone(s, b);
 		assert_int_equal(id_parse(b, &pb), 0);
 		assert_int_equal(pb.ms / 4, pa.ms / 4);
 		sh = sched_shard_of(s, a);
@@ -169,6 +170,16 @@ test_id_shards(void **state)
 		    sched_shard_for(s, "patient-12", NULL));
 	}
 	assert_int_equal(nseen, ns);
+	/* A batch's ids, all in one window, spread over several shards. */
+	memset(seen, 0, sizeof(seen));
+	nseen = 0;
+	for (w = 0; w < 64; w++) {
+		sched_new_id(s, NULL, a);
+		assert_int_equal(id_parse(a, &pa), 0);
+		if (!seen[sched_shard_of(s, a)]++)
+			nseen++;
+	}
+	assert_true(nseen > ns / 2);
 }
 
 static void
