@@ -89,8 +89,11 @@ simple_command(redisContext *c, const char *what, char *why, size_t whylen,
  * error), and error replies from Redis, to routed commands and to pipelined
  * ones alike, on a single Redis as on a cluster, that were not redirections
  * or repaired (a script loaded again).  Each is counted once, here, where
- * every command passes; an error reply of our own making (fake_error) is
- * not, as the failure behind it (a connection not made or broken) was.
+ * every command passes (the timer and the subscriber, on contexts of their
+ * own, count theirs through sched_redis_count_reply() and
+ * sched_redis_count_failure()); an error reply of our own making
+ * (fake_error) is not, as the failure behind it (a connection not made or
+ * broken) was.
  */
 static atomic_uint_fast64_t redis_errors;
 
@@ -120,6 +123,12 @@ void
 sched_redis_count_reply(const redisReply *r)
 {
 	count_reply(r, 0);
+}
+
+void
+sched_redis_count_failure(void)
+{
+	count_error();
 }
 
 uint64_t

@@ -105,6 +105,11 @@ uint64_t sched_redis_errors(void);
  * context directly, not through the routed commands and pipelines below.
  */
 void	sched_redis_count_reply(const redisReply *r);
+/*
+ * Counts a failure seen on a context of the caller's own (the
+ * subscriber's: a read error, or a silence taken for a dead link).
+ */
+void	sched_redis_count_failure(void);
 void	sched_pool_free(struct sched_pool *p);
 /* 1 on a Redis Cluster, 0 on a single Redis, -1 before the first connect. */
 int	sched_pool_cluster(struct sched_pool *p);

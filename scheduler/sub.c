@@ -174,8 +174,11 @@ sub_sleep(struct sched *s, int64_t ms)
 	return sub_stopping(s);
 }
 
-/* Reads and handles messages until the connection fails or we stop. */
-static void
+/*
+ * Reads and handles messages until the connection fails (-1) or we stop
+ * (0).
+ */
+static int
 listen_loop(struct sched *s, redisContext *c)
 {
 	struct pollfd pfd[2];
@@ -190,7 +193,7 @@ listen_loop(struct sched *s, redisContext *c)
 			freeReplyObject(rep);
 		}
 		if (c->reader->err)
-			return;
+			return -1;
 		pfd[0].fd = c->fd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = s->sub_fd[0];
@@ -198,26 +201,26 @@ listen_loop(struct sched *s, redisContext *c)
 		pfd[0].revents = pfd[1].revents = 0;
 		n = poll(pfd, 2, 1000);
 		if (sub_stopping(s))
-			return;
+			return 0;
 		now = real_ms();
 		if (n > 0 && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP))) {
 			if (redisBufferRead(c) != REDIS_OK)
-				return;
+				return -1;
 			last_rx = now;
 			continue;
 		}
 		if (now - last_rx > SUB_DEAD_MS) {
 			log_warnx("redis: the subscriber connection is silent;"
 			    " reconnecting");
-			return;
+			return -1;
 		}
 		if (now - last_ping >= SUB_PING_MS) {
 			last_ping = now;
 			if (redisAppendCommand(c, "PING") != REDIS_OK)
-				return;
+				return -1;
 			do {
 				if (redisBufferWrite(c, &done) != REDIS_OK)
-					return;
+					return -1;
 			} while (!done);
 		}
 	}
@@ -256,7 +259,8 @@ sched_sub_main(void *arg)
 		backoff = SUB_BACKOFF_MIN;
 		/* What was published while we were away is lost: sweep. */
 		sched_kick(s);
-		listen_loop(s, c);
+		if (listen_loop(s, c) == -1)
+			sched_redis_count_failure();
 		redisFree(c);
 	}
 	return NULL;

@@ -223,18 +223,27 @@ test_redis_restart(void **state)
 	assert_true(wait_for(ready_cond, f->a->s, T_DEADLINE_MS));
 }
 
+static int
+errors_above(void *arg)
+{
+	return sched_redis_errors() > *(const uint64_t *)arg;
+}
+
 /*
  * The subscriber's connection is killed just before a job lands: its wake-up
- * may be lost; the subscriber comes back and the sweep finds the job.
+ * may be lost; the subscriber comes back and the sweep finds the job.  The
+ * lost connection counts in retryd_redis_errors_total.
  */
 void
 test_lost_wakeup(void **state)
 {
 	struct mfx *f = *state;
 	redisReply *r;
+	uint64_t e0;
 
 	f->a = tinst_new(&f->rec, "deaf", 0, 0, 200, 0);
 	wait_owned(f->a, 16);
+	e0 = sched_redis_errors();
 	r = redisfix_cmd(&test_redis, "CLIENT KILL TYPE pubsub");
 	assert_non_null(r);
 	freeReplyObject(r);
@@ -242,4 +251,5 @@ test_lost_wakeup(void **state)
 	wait_all(&f->rec, 10, 5000);
 	assert_int_equal(f->rec.early, 0);
 	assert_int_equal(trec_dups(&f->rec), 0);
+	assert_true(wait_for(errors_above, &e0, T_DEADLINE_MS));
 }
