@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "scheduler/conn.h"
 #include "scheduler/sched.h"
 #include "tests/unit/test_sched.h"
 #include "util/clock.h"
