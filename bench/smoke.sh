@@ -1,7 +1,8 @@
 #!/bin/sh
 #
 # smoke.sh - the make-check smoke of the bench tools: bench/run --smoke runs
-# every workload at tiny sizes against a private Redis, retryd and receiver.
+# every workload at tiny sizes against a private Redis, retryd and receiver,
+# and bench/ratio one tiny round of W1 with the journal in sync mode and off.
 #
 # Key decision: this test fails when the tool fails or a correctness check
 # fails (a job early, missing or delivered twice, W4 not delivered at attempt
@@ -61,6 +62,21 @@ case $line in
 	echo "ok $n - w1_single: CPU per job of retryd and Redis" ;;
 *)
 	echo "not ok $n - w1_single: no CPU per job figures"
+	fail=1 ;;
+esac
+# bench/ratio: one round of W1 with the journal in sync mode and off; the
+# ratios are reported (never judged here: a smoke's rates mean nothing).
+n=$((n + 1))
+"$RETRYD_SRCDIR/bench/ratio" --rounds 1 --w1-jobs 200 --out "$out/ratio" \
+    >"$out/ratio.out" 2>&1
+rc=$?
+line=$(grep '"workload":"journal_ratio"' "$out/ratio/ratio.jsonl" 2>/dev/null)
+case $rc:$line in
+0:*'"single_ratio_median":'[0-9]*'"batch_ratio_median":'[0-9]*)
+	echo "ok $n - bench/ratio: a round's ratios and their medians" ;;
+*)
+	echo "not ok $n - bench/ratio exited $rc"
+	sed 's/^/# /' "$out/ratio.out" | tail -n 30
 	fail=1 ;;
 esac
 echo "1..$n"
