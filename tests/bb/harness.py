@@ -256,8 +256,10 @@ class Tap:
             self.failed += 1
             self._say("not ok %d - %s" % (self.n, _tap_escape(name)))
             self.diag(traceback.format_exc().rstrip())
-            # Logs of the daemons this test started, then stop them.
-            for o in _live_since(mark):
+            # Logs of every daemon still running: those this test started
+            # and those started before it (a file's shared instance, which
+            # served the test too); then stop the test's own.
+            for o in _live_since(0):
                 for line in o._diag_lines():
                     self._say("# " + line)
             for o in reversed(_live_since(mark)):
