@@ -252,7 +252,8 @@ static const char *const sqlite_v2[] = {
 	NULL,
 };
 
-static const char *const mysql_v2[] = {
+/* A step with no statement: it only records the version (MySQL's 2, 3). */
+static const char *const version_only[] = {
 	NULL,
 };
 
@@ -272,10 +273,6 @@ static const char *const sqlite_v3[] = {
 	NULL,
 };
 
-static const char *const mysql_v3[] = {
-	NULL,
-};
-
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v1,
@@ -284,8 +281,8 @@ static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 };
 static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	mysql_v1,
-	mysql_v2,
-	mysql_v3,
+	version_only,
+	version_only,
 };
 
 static const char sqlite_version_table[] =
