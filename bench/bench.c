@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -139,18 +140,19 @@ bench_emit(struct bench *b, const char *workload, struct json_object *o)
 
 /* ---- the CPU of retryd and Redis, from /proc/PID/stat */
 
-/* utime + stime of pid in clock ticks, or -1. */
+/*
+ * utime + stime in clock ticks from a /proc stat file, or -1; the name
+ * (field 2, between the parentheses) into name[namelen] when given.
+ */
 static int64_t
-proc_ticks(long pid)
+stat_ticks(const char *path, char *name, size_t namelen)
 {
-	char path[64], buf[1024], *p, *e;
+	char buf[1024], *p, *q, *e;
 	long long v = 0;
 	ssize_t n;
+	size_t len;
 	int fd, field;
 
-	if (pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	if ((fd = open(path, O_RDONLY)) == -1)
 		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
@@ -159,8 +161,16 @@ proc_ticks(long pid)
 		return -1;
 	buf[n] = '\0';
 	/* The name (field 2) may hold anything: count after its ')'. */
-	if ((p = strrchr(buf, ')')) == NULL)
+	if ((p = strrchr(buf, ')')) == NULL ||
+	    (q = strchr(buf, '(')) == NULL || q > p)
 		return -1;
+	if (name != NULL && namelen > 0) {
+		len = (size_t)(p - q - 1);
+		if (len >= namelen)
+			len = namelen - 1;
+		memcpy(name, q + 1, len);
+		name[len] = '\0';
+	}
 	for (field = 3, p++; field <= 15; field++) {
 		while (*p == ' ')
 			p++;
@@ -176,16 +186,68 @@ proc_ticks(long pid)
 	return (int64_t)v;
 }
 
+static int64_t
+proc_ticks(long pid)
+{
+	char path[64];
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	return stat_ticks(path, NULL, 0);
+}
+
+/* retryd's threads' ticks, summed by name (threads of one pool share it). */
+static void
+thread_ticks(long pid, struct bench_cpu *c)
+{
+	char path[320], name[16];
+	struct dirent *de;
+	int64_t t;
+	size_t i;
+	DIR *d;
+
+	c->nthr = 0;
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+	if ((d = opendir(path)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/task/%s/stat", pid,
+		    de->d_name);
+		if ((t = stat_ticks(path, name, sizeof(name))) < 0)
+			continue;
+		for (i = 0; i < c->nthr; i++)
+			if (strcmp(c->thr_name[i], name) == 0)
+				break;
+		if (i == c->nthr) {
+			if (c->nthr == BENCH_THREAD_NAMES)
+				continue;
+			memcpy(c->thr_name[i], name, sizeof(name));
+			c->thr_ticks[i] = 0;
+			c->nthr++;
+		}
+		c->thr_ticks[i] += t;
+	}
+	closedir(d);
+}
+
 void
 bench_cpu_read(const struct bench *b, struct bench_cpu *c)
 {
 	c->ticks[0] = proc_ticks(b->pids[0]);
 	c->ticks[1] = proc_ticks(b->pids[1]);
+	thread_ticks(b->pids[0], c);
 }
 
 /*
  * retryd_cpu_us_per_X and redis_cpu_us_per_X between two readings: CPU
  * time is what a busy machine stretches least, so A/B comparisons use it.
+ * retryd_thread_cpu_us_per_X splits retryd's by thread name (MHD-worker,
+ * jrnl-writer, api-push, ...: DAEMON.md's thread table).
  */
 void
 jset_cpu_per(struct json_object *o, const struct bench_cpu *c0,
@@ -193,7 +255,10 @@ jset_cpu_per(struct json_object *o, const struct bench_cpu *c0,
 {
 	static const char *const who[2] = { "retryd", "redis" };
 	double us_per_tick = 1e6 / (double)sysconf(_SC_CLK_TCK);
+	struct json_object *thr;
 	char k[64];
+	int64_t t;
+	size_t j;
 	int i;
 
 	for (i = 0; i < 2 && n > 0; i++) {
@@ -202,6 +267,21 @@ jset_cpu_per(struct json_object *o, const struct bench_cpu *c0,
 		snprintf(k, sizeof(k), "%s_cpu_us_per_%s", who[i], per);
 		jset_dbl(o, k, (double)(c1->ticks[i] - c0->ticks[i]) *
 		    us_per_tick / (double)n);
+	}
+	if (n > 0 && c1->nthr > 0) {
+		thr = json_object_new_object();
+		for (i = 0; i < (int)c1->nthr; i++) {
+			t = c1->thr_ticks[i];
+			for (j = 0; j < c0->nthr; j++)
+				if (strcmp(c0->thr_name[j],
+				    c1->thr_name[i]) == 0)
+					t -= c0->thr_ticks[j];
+			if (t > 0)
+				jset_dbl(thr, c1->thr_name[i], (double)t *
+				    us_per_tick / (double)n);
+		}
+		snprintf(k, sizeof(k), "retryd_thread_cpu_us_per_%s", per);
+		json_object_object_add(o, k, thr);
 	}
 }
 

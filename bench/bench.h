@@ -110,8 +110,14 @@ int	bench_redis_cmdtime(struct bench *b, int reset, int64_t *usec,
 void	bench_sleep_ms(int64_t ms);
 
 /* CPU used so far by b->pids[0] and [1], in ticks (-1: unknown). */
+#define BENCH_THREAD_NAMES	16
+
 struct bench_cpu {
 	int64_t	ticks[2];
+	/* retryd's CPU by thread name (the threads' comm), in ticks */
+	size_t	nthr;
+	char	thr_name[BENCH_THREAD_NAMES][16];
+	int64_t	thr_ticks[BENCH_THREAD_NAMES];
 };
 void	bench_cpu_read(const struct bench *b, struct bench_cpu *c);
 void	jset_cpu_per(struct json_object *o, const struct bench_cpu *c0,

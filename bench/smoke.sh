@@ -53,13 +53,14 @@ for w in $want; do
 		fail=1 ;;
 	esac
 done
-# The CPU figures: retryd's and Redis's pids reach the load generator.
+# The CPU figures: retryd's and Redis's pids reach the load generator, and
+# retryd's threads are read from /proc.
 n=$((n + 1))
 line=$(grep '"workload":"w1_single"' "$out/results.jsonl" 2>/dev/null |
     tail -n 1)
 case $line in
-*'"retryd_cpu_us_per_job":'*'"redis_cpu_us_per_job":'*)
-	echo "ok $n - w1_single: CPU per job of retryd and Redis" ;;
+*'"retryd_cpu_us_per_job":'*'"redis_cpu_us_per_job":'*'"retryd_thread_cpu_us_per_job":{'*)
+	echo "ok $n - w1_single: CPU per job of retryd, its threads and Redis" ;;
 *)
 	echo "not ok $n - w1_single: no CPU per job figures"
 	fail=1 ;;
