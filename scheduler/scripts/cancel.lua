@@ -19,7 +19,7 @@ if from == S_SCHEDULED or from == S_RETRYING then
 	fix_head(KEYS[2], KEYS[3], topic)
 elseif from == S_READY then
 	redis.call('ZREM', KEYS[4], idk)
-	if redis.call('ZCARD', KEYS[4]) == 0 then
+	if read_kept(0, 'ZCARD', KEYS[4]) == 0 then
 		redis.call('SREM', KEYS[5], topic)
 	end
 else
@@ -31,6 +31,6 @@ rec = enc(j)
 redis.call('HSET', KEYS[1], idk, rec)
 redis.call('ZADD', KEYS[7], n2s(now), idk)
 unindex(KEYS[9], j, idk)
-count(KEYS[8], topic, from, -1)
 count(KEYS[8], topic, S_CANCELLED, 1)
+count(KEYS[8], topic, from, -1)
 return {0, from, head_of(rec, j)}

@@ -167,7 +167,14 @@ if #lids > 0 then
 	end
 	redis.call('HSET', KEYS[9], unpack(ls))
 end
+for st = 0, 6 do		-- adds first (count())
+	if cnt[st + 1] > 0 then
+		count(KEYS[7], topic, st, cnt[st + 1])
+	end
+end
 for st = 0, 6 do
-	count(KEYS[7], topic, st, cnt[st + 1])
+	if cnt[st + 1] < 0 then
+		count(KEYS[7], topic, st, cnt[st + 1])
+	end
 end
 return out

@@ -56,9 +56,9 @@ if #ids > 0 then
 		local was = redis.call('EXISTS', KEYS[4])
 		redis.call('HSET', KEYS[1], unpack(hset))
 		redis.call('ZADD', KEYS[4], unpack(zadd))
+		count(KEYS[6], topic, S_READY, moved)
 		count(KEYS[6], topic, S_SCHEDULED, -nsched)
 		count(KEYS[6], topic, S_RETRYING, -nretry)
-		count(KEYS[6], topic, S_READY, moved)
 		redis.call('SADD', KEYS[5], topic)
 		-- Consumers wait only when nothing was ready: tell them then.
 		if was == 0 then
@@ -67,7 +67,7 @@ if #ids > 0 then
 	end
 end
 out[1] = moved
-local nx = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
+local nx = read_kept({}, 'ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
 if #nx > 0 and tonumber(nx[2]) <= now then
 	out[2] = 1
 end

@@ -47,9 +47,9 @@ end
 if n > 0 then
 	fix_head(KEYS[3], KEYS[4], topic)
 	wake_if_first(KEYS[4], topic, now, tag)
-	count(KEYS[5], topic, S_DEAD, -n)
 	count(KEYS[5], topic, S_SCHEDULED, n)
+	count(KEYS[5], topic, S_DEAD, -n)
 end
 out[1] = n
-out[2] = redis.call('ZCARD', KEYS[2])
+out[2] = read_kept(0, 'ZCARD', KEYS[2])
 return out

@@ -70,17 +70,17 @@ if #popped > 0 then
 end
 local heads = nil
 if (tonumber(ARGV[8]) or 0) > 0 then
-	heads = redis.call('ZRANGE', KEYS[2], '0', n2s(ARGV[8] - 1),
+	heads = read_kept({}, 'ZRANGE', KEYS[2], '0', n2s(ARGV[8] - 1),
 	    'WITHSCORES')
 	if #heads == 0 then
 		redis.call('SREM', KEYS[3], topic)
 	end
-elseif redis.call('ZCARD', KEYS[2]) == 0 then
+elseif read_kept(0, 'ZCARD', KEYS[2]) == 0 then
 	redis.call('SREM', KEYS[3], topic)
 end
 if got > 0 then
-	count(KEYS[5], topic, S_READY, -got)
 	count(KEYS[5], topic, S_IN_FLIGHT, got)
+	count(KEYS[5], topic, S_READY, -got)
 	local f = redis.call('ZRANGE', KEYS[4], '0', '0', 'WITHSCORES')
 	if tonumber(f[2]) == first then
 		redis.call('PUBLISH', 'rd:wake', ARGV[7] .. ':' .. n2s(first) ..

@@ -435,6 +435,69 @@ def _():
     assert src.cmd("CLUSTER", "COUNTKEYSINSLOT", str(s)) == 0
 
 
+@t.test("a slot migrating away, its keys still here: a promote and a cancel"
+        " that empty a sorted set finish whole, nothing lost")
+def _():
+    # A script runs only when the node holds every key it names, but while
+    # the slot is MIGRATING Redis refuses, inside the script, a command on
+    # a key that is not there: one the script itself emptied (ZREM of the
+    # last member) and then reads.  Such a script stopped halfway, its
+    # writes kept: a promote left the job out of both its delays and its
+    # ready set, lost.
+    src, dst = N[1], N[2]
+    sh = [i for i in range(SHARDS) if NODES[i] is src][0]
+    s = slot(shard_tag(NAME, sh))
+    keys = iter(bizkeys_of(sh, "mg", 8))
+    q, q2 = pull_topic(), pull_topic()
+
+    def job(topic, delay_ms):
+        return push(topic, "b", delay_ms=delay_ms, bizkey=next(keys))["id"]
+
+    def wait_state(jid, want):
+        harness.wait_for(lambda: state(jid)["state"] == want,
+                         what="job %s %s" % (jid, want))
+
+    # Every key the two scripts name exists on the shard: a finished job
+    # (the finished set), one in flight, one ready and one waiting in each
+    # topic's sets, the bizkeys.
+    job(q2, 0)
+    take_all(q2, 1)
+    held = job(q2, 0)
+    st, _, r = req("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q2)
+    assert st == 200 and r["id"] == held, (st, r)
+    ready2 = job(q2, 0)
+    wait_state(ready2, "ready")
+    waiting2 = job(q2, 60000)
+    ready1 = job(q, 0)
+    wait_state(ready1, "ready")
+    due = job(q, 5000)
+    assert state(due)["state"] == "scheduled"
+
+    mark = D.log_mark()
+    assert dst.cmd("CLUSTER", "SETSLOT", str(s), "IMPORTING", src.id) == "OK"
+    assert src.cmd("CLUSTER", "SETSLOT", str(s), "MIGRATING", dst.id) == "OK"
+    try:
+        # The cancel empties q2's delays, then reads them for the heads.
+        st, _, b = req("DELETE", "/v1/jobs/" + waiting2)
+        assert st == 204, (st, b)
+        assert state(waiting2)["state"] == "cancelled"
+        # The promote empties q's delays, then reads them (more due?) and
+        # the shard's heads.
+        advance(5000)
+        wait_state(due, "ready")
+    finally:
+        for n in (src, dst):
+            assert n.cmd("CLUSTER", "SETSLOT", str(s), "STABLE") == "OK"
+    assert "non local key" not in D.log(since=mark), "a script stopped halfway"
+    assert sorted(take_all(q, 2)) == sorted([ready1, due])
+    st, _, c = req("GET", "/v1/topics/" + q2)
+    assert st == 200 and c["counts"].get("cancelled") == 1 and \
+        c["counts"].get("scheduled", 0) == 0 and \
+        c["counts"].get("ready") == 1, c["counts"]
+    assert state(ready2)["state"] == "ready"
+    assert state(held)["state"] == "in_flight"
+
+
 @t.test("a seed that is down: the next one in redis.url finds the cluster")
 def _():
     dead = harness.free_port()
