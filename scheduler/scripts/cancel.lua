@@ -19,7 +19,7 @@ if from == S_SCHEDULED or from == S_RETRYING then
 	fix_head(KEYS[2], KEYS[3], topic)
 elseif from == S_READY then
 	redis.call('ZREM', KEYS[4], idk)
-	if read_kept(0, 'ZCARD', KEYS[4]) == 0 then
+	if call_kept(0, 'ZCARD', KEYS[4]) == 0 then
 		redis.call('SREM', KEYS[5], topic)
 	end
 else

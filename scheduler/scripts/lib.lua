@@ -137,14 +137,15 @@ local function job_of_topic(idk, topic)
 	return j, rec
 end
 
--- A read of a key this script may have emptied, and so deleted (ZREM of
--- its last member): what it returns, or empty when the key is gone.  While
--- the slot migrates away, Redis refuses any command on a key it does not
--- hold (the key may be on the new node), inside a script too, and a
--- script that fails halfway keeps what it wrote.  Redis runs a script only
--- when it holds every key the script names (else ASK or TRYAGAIN, before
--- anything runs), so a refusal here means this script emptied the key.
-local function read_kept(empty, ...)
+-- A read of, or a deletion from, a key this script may have emptied and so
+-- deleted (ZREM or HDEL of its last member): what the command returns, or
+-- empty when the key is gone.  While the slot migrates away, Redis refuses
+-- any command on a key it does not hold (the key may be on the new node),
+-- inside a script too, and a script that fails halfway keeps what it
+-- wrote.  Redis runs a script only when it holds every key the script
+-- names (else ASK or TRYAGAIN, before anything runs), so a refusal here
+-- means this script emptied the key.
+local function call_kept(empty, ...)
 	local r = redis.pcall(...)
 	if type(r) == 'table' and r.err then
 		if string.find(r.err, 'non local key', 1, true) then
@@ -158,7 +159,7 @@ end
 -- Adds delta to the counts of (topic, state) and of the tenant's state.
 -- A script moving jobs between states adds before it subtracts: a count
 -- reaching 0 is deleted, and the counts hash with its last count, which
--- a later add could not recreate while the slot migrates (read_kept).
+-- a later add could not recreate while the slot migrates (call_kept).
 local function count(ckey, topic, state, delta)
 	if delta == 0 then
 		return
@@ -176,7 +177,7 @@ end
 
 -- Keeps the shard's heads set in step with the head of a topic's delays.
 local function fix_head(dkey, hkey, topic)
-	local f = read_kept({}, 'ZRANGE', dkey, '0', '0', 'WITHSCORES')
+	local f = call_kept({}, 'ZRANGE', dkey, '0', '0', 'WITHSCORES')
 	if #f == 0 then
 		redis.call('ZREM', hkey, topic)
 	else
@@ -185,7 +186,7 @@ local function fix_head(dkey, hkey, topic)
 end
 
 local function shard_head(hkey)
-	local f = read_kept({}, 'ZRANGE', hkey, '0', '0', 'WITHSCORES')
+	local f = call_kept({}, 'ZRANGE', hkey, '0', '0', 'WITHSCORES')
 	if #f == 0 then
 		return -1
 	end

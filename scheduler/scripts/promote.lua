@@ -67,7 +67,7 @@ if #ids > 0 then
 	end
 end
 out[1] = moved
-local nx = read_kept({}, 'ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
+local nx = call_kept({}, 'ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
 if #nx > 0 and tonumber(nx[2]) <= now then
 	out[2] = 1
 end

@@ -11,12 +11,12 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', n2s(cut),
 local n = 0
 for i = 1, #ids do
 	local idk = ids[i]
-	local rec = redis.call('HGET', KEYS[1], idk)
+	local rec = call_kept(false, 'HGET', KEYS[1], idk)
 	if rec then
 		local j = dec(rec)
 		if not unfinished(j.state) and j.state ~= S_DEAD then
 			redis.call('HDEL', KEYS[1], idk)
-			redis.call('HDEL', KEYS[4], idk)
+			call_kept(0, 'HDEL', KEYS[4], idk)
 			count(KEYS[3], j.topic, j.state, -1)
 			n = n + 1
 		end

@@ -51,5 +51,5 @@ if n > 0 then
 	count(KEYS[5], topic, S_DEAD, -n)
 end
 out[1] = n
-out[2] = read_kept(0, 'ZCARD', KEYS[2])
+out[2] = call_kept(0, 'ZCARD', KEYS[2])
 return out

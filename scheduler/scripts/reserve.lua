@@ -70,12 +70,12 @@ if #popped > 0 then
 end
 local heads = nil
 if (tonumber(ARGV[8]) or 0) > 0 then
-	heads = read_kept({}, 'ZRANGE', KEYS[2], '0', n2s(ARGV[8] - 1),
+	heads = call_kept({}, 'ZRANGE', KEYS[2], '0', n2s(ARGV[8] - 1),
 	    'WITHSCORES')
 	if #heads == 0 then
 		redis.call('SREM', KEYS[3], topic)
 	end
-elseif read_kept(0, 'ZCARD', KEYS[2]) == 0 then
+elseif call_kept(0, 'ZCARD', KEYS[2]) == 0 then
 	redis.call('SREM', KEYS[3], topic)
 end
 if got > 0 then
