@@ -77,15 +77,22 @@ enum api_job_dialect {
 	API_JOB_ORIGINAL,	/* POST /push */
 };
 
+/* A batch's job, for its generated id (sched_new_id_run). */
+struct api_id_run {
+	size_t	i;	/* its index in the batch */
+	int	base;	/* the batch's first shard, -1 before its first id */
+};
+
 /*
  * Validate one job object for topic t; prefix names it in errors ("" or
- * "jobs[3].").  0, or -1 after answering 4xx.  A job without a prefix is
- * its request's only one: its generated id is sched_new_id_alone()'s (the
- * shard of its time), a batch's are sched_new_id()'s (spread by hash).
+ * "jobs[3].").  0, or -1 after answering 4xx.  A job without a bizkey or a
+ * client id gets a generated id: run NULL, its request's only job, the
+ * shard of its time (sched_new_id_alone); else job run->i of a batch, in
+ * runs of 64 jobs per shard (sched_new_id_run).
  */
 int	api_job_parse(struct api_req *req, json_object *obj,
 	    const struct registry_topic *t, enum api_job_dialect d,
-	    const char *prefix, struct api_job_in *out);
+	    const char *prefix, struct api_id_run *run, struct api_job_in *out);
 /*
  * What a push route keeps in req->state while the journal commits its jobs
  * (freed with the request): the route fills t, body (the jobs point into

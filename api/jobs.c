@@ -295,7 +295,7 @@ job_body(struct api_req *req, json_object *obj, const char *field,
 int
 api_job_parse(struct api_req *req, json_object *obj,
     const struct registry_topic *t, enum api_job_dialect d,
-    const char *prefix, struct api_job_in *out)
+    const char *prefix, struct api_id_run *run, struct api_job_in *out)
 {
 	static const char *const v1[] = { "delay_ms", "run_at_ms", "body",
 		"bizkey", "priority", "headers", "retry_schedule", "ttr_ms",
@@ -415,10 +415,14 @@ api_job_parse(struct api_req *req, json_object *obj,
 			out->client_id = 1;
 		}
 	}
-	if (!out->client_id && prefix[0] == '\0' && out->bizkey == NULL)
-		sched_new_id_alone(ctx->sched, out->id);
-	else if (!out->client_id)
+	if (out->client_id)
+		return 0;
+	if (out->bizkey != NULL)
 		sched_new_id(ctx->sched, out->bizkey, out->id);
+	else if (run == NULL)
+		sched_new_id_alone(ctx->sched, out->id);
+	else
+		sched_new_id_run(ctx->sched, run->i, &run->base, out->id);
 	return 0;
 }
 
@@ -1143,7 +1147,7 @@ job_push(struct api_req *req)
 		a = api_accept_new(req, 1);
 		if (api_topic_load(req, req->param[0], &a->t) == -1 ||
 		    api_body_json(req, &a->body) == -1 ||
-		    api_job_parse(req, a->body, a->t, API_JOB_V1, "",
+		    api_job_parse(req, a->body, a->t, API_JOB_V1, "", NULL,
 		    &a->jobs[0]) == -1)
 			return;
 	}
@@ -1183,6 +1187,7 @@ batch_parse(struct api_req *req)
 {
 	static const char *const allowed[] = { "jobs", NULL };
 	struct api_accept *a = api_accept_new(req, 0);
+	struct api_id_run run = { 0, -1 };
 	json_object *arr;
 	char prefix[32];
 	size_t i, n, limit = (size_t)CONF_GET(limit_batch);
@@ -1213,8 +1218,9 @@ batch_parse(struct api_req *req)
 	a->n = n;
 	for (i = 0; i < n; i++) {
 		snprintf(prefix, sizeof(prefix), "jobs[%zu].", i);
+		run.i = i;
 		if (api_job_parse(req, json_object_array_get_idx(arr, i),
-		    a->t, API_JOB_V1, prefix, &a->jobs[i]) == -1)
+		    a->t, API_JOB_V1, prefix, &run, &a->jobs[i]) == -1)
 			return -1;
 	}
 	return 0;

@@ -62,7 +62,7 @@ push(struct api_req *req)
 		}
 		if (api_topic_load(req, topic, &a->t) == -1 ||
 		    api_job_parse(req, a->body, a->t, API_JOB_ORIGINAL, "",
-		    &a->jobs[0]) == -1)
+		    NULL, &a->jobs[0]) == -1)
 			return;
 	}
 	if (api_jobs_accept(req, a) != 0)

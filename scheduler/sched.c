@@ -314,12 +314,17 @@ register_tenant(struct sched *s, redisContext *c, const char *tenant,
  * one commit or one pusher takes together are one push_many call instead
  * of one per shard (most of a single push's Redis time was that call's
  * fixed cost), while over 16 spans every shard gets its turn: Kafka's
- * sticky partitioner, by time.  A batch's jobs are spread by a hash of the
- * id: they are pushed together anyway (one call per shard of up to
- * scheduler.batch jobs), and a batch pushed within 4 ms would otherwise
- * load one shard, leaving the shards uneven (their hash tables double at
- * different sizes).  A bizkey picks its own shard (its deduplication lives
- * there).
+ * sticky partitioner, by time.  A batch's jobs go in runs of
+ * SCHED_RUN_JOBS (64) consecutive jobs, run k on the shard k after the one
+ * of the batch's time: they are pushed together anyway (one call per shard
+ * of up to scheduler.batch jobs), jobs pushed together tend to fall due
+ * together (a day's reminders, in order), so a run's deliveries share the
+ * promote, reserve and finish calls of one shard instead of one call per
+ * job on 16 shards; and a large batch still covers every shard evenly (a
+ * whole batch on one shard left the shards uneven, their hash tables
+ * doubling at different sizes).  A bizkey picks its own shard (its
+ * deduplication lives there).  Ids made otherwise (sched_new_id without a
+ * bizkey) spread by a hash of the id.
  */
 #define SCHED_STICKY_MS	4
 
@@ -347,14 +352,19 @@ sched_shard_for(struct sched *s, const char *bizkey, const char *id)
 	return sched_shard_of(s, id);
 }
 
-/* A new id, its shard per new_id(); alone: sched_new_id_alone(). */
+/*
+ * A new id: its shard the bizkey's, else the one of its time (alone), else
+ * run i / SCHED_RUN_JOBS after *base (run != NULL), else a hash of the id.
+ */
 static void
-new_id(struct sched *s, const char *bizkey, int alone, char out[ID_LEN + 1])
+new_id(struct sched *s, const char *bizkey, int alone, const size_t *run,
+    int *base, char out[ID_LEN + 1])
 {
 	struct id_parts p;
 	redisContext *c;
 	enum sched_err e;
 	char tmp[ID_LEN + 1];
+	uint64_t sh;
 	int node;
 
 	pthread_mutex_lock(&s->lock);
@@ -366,10 +376,17 @@ new_id(struct sched *s, const char *bizkey, int alone, char out[ID_LEN + 1])
 	(void)id_parse(tmp, &p);
 	if (bizkey != NULL && bizkey[0] != '\0')
 		p.shard = (uint32_t)crc_shard(s, bizkey, strlen(bizkey));
-	else if (alone)
-		p.shard = (uint32_t)(((uint64_t)p.ms / SCHED_STICKY_MS +
-		    p.node) % (uint64_t)s->cfg.shards);
-	else
+	else if (alone || run != NULL) {
+		sh = ((uint64_t)p.ms / SCHED_STICKY_MS + p.node) %
+		    (uint64_t)s->cfg.shards;
+		if (run != NULL) {
+			if (*base < 0)
+				*base = (int)sh;
+			sh = ((uint64_t)*base + *run / SCHED_RUN_JOBS) %
+			    (uint64_t)s->cfg.shards;
+		}
+		p.shard = (uint32_t)sh;
+	} else
 		p.shard = (uint32_t)crc_shard(s, tmp, ID_LEN - 2);
 	id_format(&p, out);
 }
@@ -377,13 +394,19 @@ new_id(struct sched *s, const char *bizkey, int alone, char out[ID_LEN + 1])
 void
 sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1])
 {
-	new_id(s, bizkey, 0, out);
+	new_id(s, bizkey, 0, NULL, NULL, out);
 }
 
 void
 sched_new_id_alone(struct sched *s, char out[ID_LEN + 1])
 {
-	new_id(s, NULL, 1, out);
+	new_id(s, NULL, 1, NULL, NULL, out);
+}
+
+void
+sched_new_id_run(struct sched *s, size_t i, int *base, char out[ID_LEN + 1])
+{
+	new_id(s, NULL, 0, &i, base, out);
 }
 
 /* The shard a push goes to: a generated id's own, else its bizkey's. */

@@ -185,10 +185,19 @@ int	sched_shard_for(struct sched *s, const char *bizkey, const char *id);
 int	sched_shard_of(struct sched *s, const char *id);
 /*
  * A new id (16 characters) for a job with this bizkey (or NULL): the shard
- * in it is the bizkey's, else a hash of the id, so the jobs of a batch
- * spread evenly over the shards.
+ * in it is the bizkey's, else a hash of the id.
  */
 void	sched_new_id(struct sched *s, const char *bizkey, char out[ID_LEN + 1]);
+/*
+ * A new id for job i of a batch, without a bizkey: runs of SCHED_RUN_JOBS
+ * consecutive jobs share a shard, run 0 the one of the batch's time, each
+ * next run the next shard.  *base is the batch's (-1 before its first id).
+ * Jobs pushed together tend to fall due together, so a run's deliveries
+ * share the scripts of one shard, and a large batch still spreads evenly.
+ */
+#define SCHED_RUN_JOBS	64
+void	sched_new_id_run(struct sched *s, size_t i, int *base,
+	    char out[ID_LEN + 1]);
 /*
  * A new id for a job pushed alone without a bizkey: the shard in it is the
  * one of its time, the next every SCHED_STICKY_MS (sched.c), so lone pushes

@@ -129,10 +129,12 @@ state_of(struct sched *s, const char *id)
 /*
  * A job pushed alone takes the shard of its 4 ms: two ids of one window
  * share it, the next window takes the next shard, and 16 windows cover
- * every shard; an id with a bizkey keeps its bizkey's, and a batch's ids
- * (sched_new_id) spread over the shards within one window.  The
- * test clock stands still, so the ids move from ms to ms by using up a
- * ms's 4096 sequence numbers (the generator then borrows the next ms).
+ * every shard; an id with a bizkey keeps its bizkey's; a batch's ids
+ * (sched_new_id_run) go in runs of 64 per shard, the first run on the
+ * shard of the batch's time, each next run on the next shard, so a batch
+ * of 1024 puts 64 on every shard; other ids (sched_new_id) spread by hash.
+ * The test clock stands still, so the ids move from ms to ms by using up
+ * a ms's 4096 sequence numbers (the generator then borrows the next ms).
  */
 static void
 test_id_shards(void **state)
@@ -142,6 +144,7 @@ test_id_shards(void **state)
 	struct id_parts pa, pb;
 	char a[ID_LEN + 1], b[ID_LEN + 1];
 	int seen[64] = { 0 }, nseen = 0, ns = s->cfg.shards, w, sh, prev = -1;
+	int base = -1;
 	int64_t win;
 
 	assert_true(ns > 1 && ns <= 64);
@@ -170,7 +173,20 @@ test_id_shards(void **state)
 		    sched_shard_for(s, "patient-12", NULL));
 	}
 	assert_int_equal(nseen, ns);
-	/* A batch's ids, all in one window, spread over several shards. */
+	/* A batch's ids: runs of 64 on consecutive shards, all covered. */
+	memset(seen, 0, sizeof(seen));
+	for (w = 0; w < SCHED_RUN_JOBS * ns; w++) {
+		sched_new_id_run(s, (size_t)w, &base, a);
+		assert_int_equal(id_parse(a, &pa), 0);
+		sh = sched_shard_of(s, a);
+		if (w == 0)
+			assert_int_equal(sh, (int)((pa.ms / 4 + pa.node) % ns));
+		assert_int_equal(sh, (base + w / SCHED_RUN_JOBS) % ns);
+		seen[sh]++;
+	}
+	for (sh = 0; sh < ns; sh++)
+		assert_int_equal(seen[sh], SCHED_RUN_JOBS);
+	/* Ids made otherwise, all in one window, spread over the shards. */
 	memset(seen, 0, sizeof(seen));
 	nseen = 0;
 	for (w = 0; w < 64; w++) {
