@@ -295,6 +295,7 @@ push_and_collect(struct bench *b, const char *name, struct push_spec *s,
     int tag, int per_job, int64_t last_due_ms, struct arrivals *a,
     struct push_result *r, int *enq_late, struct json_object *o)
 {
+	struct bench_cpu c0, c1;
 	int64_t n, want;
 
 	if (bench_rcv_reset(b) == -1) {
@@ -317,7 +318,11 @@ push_and_collect(struct bench *b, const char *name, struct push_spec *s,
 		fprintf(stderr, "retryd-bench: %s: the push ended %" PRId64
 		    " ms after the first due time; raise --lead\n", name,
 		    wall_ms() - s->base_ms);
+	bench_cpu_read(b, &c0);
 	n = wait_count(b, tag, want, last_due_ms + b->wait_ms);
+	bench_cpu_read(b, &c1);
+	/* The CPU of the deliveries (every attempt made, for W4). */
+	jset_cpu_per(o, &c0, &c1, "delivery", n > 0 ? n : 0);
 	/* Let duplicates, if any, arrive before judging. */
 	bench_sleep_ms(GRACE_MS);
 	if (n < want)
