@@ -65,6 +65,15 @@ case $line in
 	echo "not ok $n - w1_single: no CPU per job figures"
 	fail=1 ;;
 esac
+n=$((n + 1))
+line=$(grep '"workload":"w2"' "$out/results.jsonl" 2>/dev/null | tail -n 1)
+case $line in
+*'"retryd_cpu_us_per_delivery":'*'"redis_cpu_us_per_delivery":'*'"retryd_thread_cpu_us_per_delivery":{'*)
+	echo "ok $n - w2: CPU per delivery of retryd, its threads and Redis" ;;
+*)
+	echo "not ok $n - w2: no CPU per delivery figures"
+	fail=1 ;;
+esac
 # bench/ratio: one round of W1 with the journal in sync mode and off; the
 # ratios are reported (never judged here: a smoke's rates mean nothing).
 n=$((n + 1))
