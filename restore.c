@@ -417,6 +417,8 @@ rebuild(struct restore *r, struct restore_counts *c, char *why,
 			    registry_strerror(e));
 			return -1;
 		}
+		if (got == -1)
+			return 1;	/* done meanwhile, or never owed */
 		if (!got) {
 			if (!waited++)
 				log_info("restore: another instance is "

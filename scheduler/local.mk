@@ -47,7 +47,7 @@ tests_unit_test_sched_SOURCES = tests/unit/test_sched.c \
 	tests/unit/test_sched.h tests/unit/redisfix.c tests/unit/redisfix.h
 tests_unit_test_sched_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_sched_LDADD = libscheduler.a libschedules.a libutil.a \
-	$(HIREDIS_LIBS) $(CMOCKA_LIBS) -lpthread
+	$(HIREDIS_LIBS) $(JSONC_LIBS) $(CMOCKA_LIBS) -lpthread
 endif
 libscheduler_a_SOURCES += scheduler/registry.c scheduler/registry.h
 libscheduler_a_SOURCES += scheduler/registry_restore.c scheduler/registry_int.h

@@ -219,9 +219,12 @@ enum reg_err registry_restore_state(struct registry *reg,
 /* Set the flag (why: a short reason kept in it). */
 enum reg_err registry_restore_request(struct registry *reg, const char *why);
 /*
- * Take the lock for holder (renew 0: *got 0 when another holds it), or
- * renew it (renew 1: *got 0 when it or the flag is gone, i.e. Redis lost
- * its data again or the lock timed out: start over).
+ * Take the lock for holder (renew 0: *got 0 when another holds it, -1 when
+ * no rebuild is owed, the flag being gone: taking the lock and clearing
+ * the flag are each one script, so an instance that waited for another
+ * cannot take the lock just freed and rebuild again), or renew it (renew
+ * 1: *got 0 when it or the flag is gone, i.e. Redis lost its data again or
+ * the lock timed out: start over).
  */
 enum reg_err registry_restore_lock(struct registry *reg, const char *holder,
 	    int64_t ttl_ms, int renew, int *got);

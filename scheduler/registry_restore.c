@@ -239,6 +239,7 @@ static const char LUA_RESTORE_LOCK[] =
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return 1\n"
     "end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 0 then return -1 end\n"
     "if v and v ~= ARGV[1] then return 0 end\n"
     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
     "return 1\n";
@@ -258,7 +259,7 @@ registry_restore_lock(struct registry *reg, const char *holder,
 	err = cmd_int(reg, &v, "EVAL %s 2 " LOCK_KEY " " FLAG_KEY
 	    " %s %s %s", LUA_RESTORE_LOCK, holder, ttl, renew ? "1" : "0");
 	if (err == REG_OK)
-		*got = v == 1;
+		*got = v == 1 ? 1 : v == -1 ? -1 : 0;
 	return err;
 }
 

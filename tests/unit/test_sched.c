@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "scheduler/conn.h"
+#include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "scheduler/sched_batch.h"
 #include "scheduler/sched_int.h"
@@ -1319,6 +1320,52 @@ test_capacity_and_release(void **state)
 	expect_counts(s, "push", want);
 }
 
+/*
+ * The rebuild lock is taken only while a rebuild is owed (the flag): an
+ * instance that waited for another must not take the lock the other just
+ * freed with the flag and rebuild a second time.  Renewing fails once the
+ * flag is gone.
+ */
+static void
+test_restore_lock(void **state)
+{
+	struct fx *f = *state;
+	struct registry *reg;
+	char why[256];
+	int got, done;
+
+	(void)f;
+	reg = registry_new(test_redis.url, 2000, 0, why, sizeof(why));
+	assert_non_null(reg);
+	freeReplyObject(redisfix_cmd(&test_redis, "DEL rd:{registry}:restore "
+	    "rd:{registry}:restore_lock"));
+	/* Nothing owed: no lock, for anyone. */
+	assert_int_equal(registry_restore_lock(reg, "a", 30000, 0, &got),
+	    REG_OK);
+	assert_int_equal(got, -1);
+	/* Owed: the first takes it, the second waits. */
+	assert_int_equal(registry_restore_request(reg, "test"), REG_OK);
+	assert_int_equal(registry_restore_lock(reg, "a", 30000, 0, &got),
+	    REG_OK);
+	assert_int_equal(got, 1);
+	assert_int_equal(registry_restore_lock(reg, "b", 30000, 0, &got),
+	    REG_OK);
+	assert_int_equal(got, 0);
+	assert_int_equal(registry_restore_lock(reg, "a", 30000, 1, &got),
+	    REG_OK);
+	assert_int_equal(got, 1);
+	/* Done: lock and flag go together; the waiter finds nothing owed. */
+	assert_int_equal(registry_restore_done(reg, "a", &done), REG_OK);
+	assert_int_equal(done, 1);
+	assert_int_equal(registry_restore_lock(reg, "b", 30000, 0, &got),
+	    REG_OK);
+	assert_int_equal(got, -1);
+	assert_int_equal(registry_restore_lock(reg, "a", 30000, 1, &got),
+	    REG_OK);
+	assert_int_equal(got, 0);
+	registry_free(reg);
+}
+
 static void
 test_retention_purge(void **state)
 {
@@ -2125,6 +2172,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_bizkey_dedup, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_many, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_restore_lock, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_many_bounded, setup,
 		    teardown),
