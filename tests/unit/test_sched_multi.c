@@ -230,10 +230,27 @@ errors_above(void *arg)
 	return sched_redis_errors() > *(const uint64_t *)arg;
 }
 
+/* A subscriber is connected and subscribed. */
+static int
+subscribed(void *arg)
+{
+	redisReply *r;
+	int yes;
+
+	(void)arg;
+	r = redisfix_cmd(&test_redis, "CLIENT LIST TYPE pubsub");
+	yes = r != NULL && r->type == REDIS_REPLY_STRING && r->len > 0;
+	if (r != NULL)
+		freeReplyObject(r);
+	return yes;
+}
+
 /*
  * The subscriber's connection is killed just before a job lands: its wake-up
  * may be lost; the subscriber comes back and the sweep finds the job.  The
- * lost connection counts in retryd_redis_errors_total.
+ * lost connection counts in retryd_redis_errors_total.  (The kill waits for
+ * the subscriber to be there: killing nobody proved nothing, and failed the
+ * count now and then.)
  */
 void
 test_lost_wakeup(void **state)
@@ -244,9 +261,12 @@ test_lost_wakeup(void **state)
 
 	f->a = tinst_new(&f->rec, "deaf", 0, 0, 200, 0);
 	wait_owned(f->a, 16);
+	assert_true(wait_for(subscribed, NULL, T_DEADLINE_MS));
 	e0 = sched_redis_errors();
 	r = redisfix_cmd(&test_redis, "CLIENT KILL TYPE pubsub");
 	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+	assert_true(r->integer >= 1);
 	freeReplyObject(r);
 	push_many(f->a->s, "push", clock_wall_ms() + 50, 0, 10, 60);
 	wait_all(&f->rec, 10, 5000);
