@@ -54,26 +54,22 @@ for w in $want; do
 	esac
 done
 # The CPU figures: retryd's and Redis's pids reach the load generator, and
-# retryd's threads are read from /proc.
-n=$((n + 1))
-line=$(grep '"workload":"w1_single"' "$out/results.jsonl" 2>/dev/null |
-    tail -n 1)
-case $line in
-*'"retryd_cpu_us_per_job":'*'"redis_cpu_us_per_job":'*'"retryd_thread_cpu_us_per_job":{'*)
-	echo "ok $n - w1_single: CPU per job of retryd, its threads and Redis" ;;
-*)
-	echo "not ok $n - w1_single: no CPU per job figures"
-	fail=1 ;;
-esac
-n=$((n + 1))
-line=$(grep '"workload":"w2"' "$out/results.jsonl" 2>/dev/null | tail -n 1)
-case $line in
-*'"retryd_cpu_us_per_delivery":'*'"redis_cpu_us_per_delivery":'*'"retryd_thread_cpu_us_per_delivery":{'*)
-	echo "ok $n - w2: CPU per delivery of retryd, its threads and Redis" ;;
-*)
-	echo "not ok $n - w2: no CPU per delivery figures"
-	fail=1 ;;
-esac
+# retryd's threads are read from /proc.  cpu_figures WORKLOAD PER (job or
+# delivery).
+cpu_figures() {
+	n=$((n + 1))
+	line=$(grep "\"workload\":\"$1\"" "$out/results.jsonl" 2>/dev/null |
+	    tail -n 1)
+	case $line in
+	*"\"retryd_cpu_us_per_$2\":"*"\"redis_cpu_us_per_$2\":"*"\"retryd_thread_cpu_us_per_$2\":{"*)
+		echo "ok $n - $1: CPU per $2 of retryd, its threads and Redis" ;;
+	*)
+		echo "not ok $n - $1: no CPU per $2 figures"
+		fail=1 ;;
+	esac
+}
+cpu_figures w1_single job
+cpu_figures w2 delivery
 # bench/ratio: one round of W1 with the journal in sync mode and off; the
 # ratios are reported (never judged here: a smoke's rates mean nothing).
 n=$((n + 1))
