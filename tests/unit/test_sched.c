@@ -1329,12 +1329,11 @@ test_capacity_and_release(void **state)
 static void
 test_restore_lock(void **state)
 {
-	struct fx *f = *state;
 	struct registry *reg;
 	char why[256];
 	int got, done;
 
-	(void)f;
+	(void)state;
 	reg = registry_new(test_redis.url, 2000, 0, why, sizeof(why));
 	assert_non_null(reg);
 	freeReplyObject(redisfix_cmd(&test_redis, "DEL rd:{registry}:restore "
