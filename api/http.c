@@ -451,6 +451,25 @@ json_digits(const unsigned char *s, size_t i, size_t n,
 }
 
 /*
+ * 1 when the integer of the digits d[0..n) (no leading zero), negative or
+ * not, lies beyond what json-c keeps: -2^63 .. 2^64 - 1.  json-c clamps
+ * such a number to the nearest end without a word, and a job's body must
+ * reach its callback exactly as given.
+ */
+static int
+json_int_beyond(const unsigned char *d, size_t n, int neg)
+{
+	static const char min[] = "9223372036854775808";
+	static const char max[] = "18446744073709551615";
+	const char *lim = neg ? min : max;
+	size_t len = neg ? sizeof(min) - 1 : sizeof(max) - 1;
+
+	if (n != len)
+		return n > len;
+	return memcmp(d, lim, len) > 0;
+}
+
+/*
  * A number at s[i]; the index past it, or 0 when invalid.  Notes in sh
  * its longest digit run (integer or fraction part) and an exponent.
  */
@@ -458,16 +477,23 @@ static size_t
 json_number(const unsigned char *s, size_t i, size_t n,
     struct api_json_shape *sh)
 {
-	size_t d;
+	size_t d, start;
+	int neg = 0;
 
-	if (i < n && s[i] == '-')
+	if (i < n && s[i] == '-') {
+		neg = 1;
 		i++;
+	}
+	start = i;
 	if (i < n && s[i] == '0')
 		i = json_digits(s, i, i + 1, sh);
 	else if (i < n && s[i] >= '1' && s[i] <= '9')
 		i = json_digits(s, i, n, sh);
 	else
 		return 0;
+	if (!(i < n && (s[i] == '.' || s[i] == 'e' || s[i] == 'E')) &&
+	    json_int_beyond(s + start, i - start, neg))
+		sh->int_range = 1;
 	if (i < n && s[i] == '.') {
 		d = ++i;
 		if ((i = json_digits(s, i, n, sh)) == d)
@@ -589,6 +615,7 @@ api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
 int
 api_body_json(struct api_req *req, json_object **out)
 {
+	struct api_json_shape sh;
 	struct json_tokener *tok;
 	const char *why;
 	json_object *obj;
@@ -605,12 +632,14 @@ api_body_json(struct api_req *req, json_object **out)
 		    "the body contains a NUL byte");
 		return -1;
 	}
-	if ((why = api_json_strict_check((const unsigned char *)req->body.data,
-	    req->body.len)) != NULL) {
+	if ((why = api_json_scan((const unsigned char *)req->body.data,
+	    req->body.len, &sh)) != NULL) {
 		api_error(req, 400, "invalid_json", NULL,
 		    "the body is not valid JSON: %s", why);
 		return -1;
 	}
+	/* The member that holds it answers (api_json_int, job bodies). */
+	req->int_clamped = sh.int_range;
 	tok = json_tokener_new_ex(64);
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
 	    JSON_TOKENER_VALIDATE_UTF8);

@@ -51,6 +51,8 @@ struct api_req {
 	char			*param[API_MAX_PARAMS];
 	int			 nparam;
 	struct buf		 body;
+	/* api_body_json() saw an integer json-c clamps (beyond 64 bits). */
+	int			 int_clamped;
 	/* Filled by the authenticator: */
 	char			 tenant[API_TENANT_MAX + 1];
 	int			 admin;		/* the admin key was used */
@@ -139,6 +141,7 @@ struct api_json_shape {
 	int	exponent;	/* a number has one */
 	int	u_escape;	/* a string has a \u escape */
 	int	unprintable;	/* a string has a byte past 0x7e */
+	int	int_range;	/* an integer beyond -2^63 .. 2^64 - 1 */
 };
 const char *api_json_strict_check(const unsigned char *s, size_t n);
 const char *api_json_scan(const unsigned char *s, size_t n,

@@ -47,7 +47,10 @@ void	api_reg_error(struct api_req *req, enum reg_err e, const char *what);
 int	api_topic_load(struct api_req *req, const char *name,
 	    struct registry_topic **out);
 
-/* A job's body as JSON: the value it parses as, else a string. */
+/*
+ * A job's body as JSON: the value it parses as, else (and when it holds
+ * an integer json-c would clamp) a string.
+ */
 json_object *api_body_value(const char *body, size_t len);
 /* The job as the API shows it; attempts with the attempt log. */
 json_object *api_job_json(const struct sched_job *job, int with_log);

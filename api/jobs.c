@@ -109,6 +109,7 @@ bad:
 json_object *
 api_body_value(const char *body, size_t len)
 {
+	struct api_json_shape sh;
 	struct json_tokener *tok;
 	json_object *v = NULL;
 	char *copy;
@@ -116,8 +117,10 @@ api_body_value(const char *body, size_t len)
 
 	if (body == NULL || len == 0)
 		return json_object_new_string("");
+	/* An integer json-c would clamp is shown as the text it is. */
 	if (memchr(body, '\0', len) != NULL || len > INT32_MAX - 1 ||
-	    api_json_strict_check((const unsigned char *)body, len) != NULL)
+	    api_json_scan((const unsigned char *)body, len, &sh) != NULL ||
+	    sh.int_range)
 		return safe_string(body, len);
 	/* A trailing blank ends a top-level number ("42" is complete). */
 	copy = xmalloc(len + 1);
@@ -258,6 +261,40 @@ field_name(char *out, size_t outlen, const char *prefix, const char *name)
 	out[p + n] = '\0';
 }
 
+/*
+ * 1 when v holds an integer at an end of json-c's range, where json-c puts
+ * one beyond it: asked only when the request's text had such an integer.
+ */
+static int
+json_has_clamped(json_object *v)
+{
+	struct json_object_iterator it, end;
+	size_t i, n;
+
+	switch (json_object_get_type(v)) {
+	case json_type_int:
+		return json_object_get_int64(v) == INT64_MIN ||
+		    json_object_get_int64(v) == INT64_MAX ||
+		    json_object_get_uint64(v) == UINT64_MAX;
+	case json_type_array:
+		n = json_object_array_length(v);
+		for (i = 0; i < n; i++)
+			if (json_has_clamped(json_object_array_get_idx(v, i)))
+				return 1;
+		return 0;
+	case json_type_object:
+		it = json_object_iter_begin(v);
+		end = json_object_iter_end(v);
+		for (; !json_object_iter_equal(&it, &end);
+		    json_object_iter_next(&it))
+			if (json_has_clamped(json_object_iter_peek_value(&it)))
+				return 1;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
 /* The body member into out->body; 0 or -1 after answering. */
 static int
 job_body(struct api_req *req, json_object *obj, const char *field,
@@ -271,6 +308,14 @@ job_body(struct api_req *req, json_object *obj, const char *field,
 		out->body = xstrdup("");
 		out->body_len = 0;
 		return 0;
+	}
+	if (req->int_clamped && json_has_clamped(v)) {
+		api_error(req, 400, "invalid_field", field,
+		    "the body holds an integer beyond -9223372036854775808 .. "
+		    "18446744073709551615, which would not reach the callback "
+		    "as written; send it as a string, or with a fraction or "
+		    "an exponent (1.0e30), which are kept exactly");
+		return -1;
 	}
 	if (json_object_is_type(v, json_type_string)) {
 		s = json_object_get_string(v);
@@ -314,7 +359,11 @@ api_job_parse(struct api_req *req, json_object *obj,
 
 	memset(out, 0, sizeof(*out));
 	if (!json_object_is_type(obj, json_type_object)) {
-		api_error(req, 400, "invalid_field", *prefix ? prefix : NULL,
+		/* The element itself: its prefix less the dot ("jobs[1]"). */
+		field_name(f, sizeof(f), prefix, "");
+		if (*f != '\0' && f[strlen(f) - 1] == '.')
+			f[strlen(f) - 1] = '\0';
+		api_error(req, 400, "invalid_field", *f ? f : NULL,
 		    "a job must be a JSON object");
 		return -1;
 	}

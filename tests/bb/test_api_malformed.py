@@ -223,6 +223,44 @@ def _():
     assert st == 404 and b["error"]["code"] == "not_found", b
 
 
+BEYOND_64_BITS = [b"123456789012345678901234567890", b"-9223372036854775809",
+                  b"18446744073709551616"]
+
+
+@t.test("a body integer beyond 64 bits is refused, not clamped")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    for big in BEYOND_64_BITS:
+        for m, p, body in [
+                ("POST", "/v1/topics/%s/jobs" % q,
+                 b'{"body": {"n": %s}}' % big),
+                ("POST", "/v1/topics/%s/jobs:batch" % q,
+                 b'{"jobs": [{"body": 1}, {"body": [0, %s]}]}' % big),
+                ("POST", "/push",
+                 b'{"topic": "%s", "body": {"n": %s}}' % (q.encode(), big))]:
+            st, raw = send(m, p, body)
+            assert st == 400 and b'"invalid_field"' in raw, \
+                (big, p, raw[:300])
+    st, _, b = E.req("GET", "/v1/topics/" + q, key=KEY)
+    assert st == 200 and sum(b["counts"].values()) == 0, b
+    # The ends of the range, and big numbers with a fraction or an
+    # exponent, reach the consumer as written.
+    nums = [b"-9223372036854775808", b"18446744073709551615",
+            b"123456789012345678901234567890.5", b"1.0e30"]
+    st, raw = send("POST", "/v1/topics/%s/jobs" % q,
+                   b'{"body": [' + b",".join(nums) + b"]}")
+    assert st == 201, raw[:300]
+    st, raw = send("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q, b"")
+    assert st == 200, raw[:300]
+    assert b"[" + b",".join(nums) + b"]" in raw, raw
+    # A body sent as a string keeps such an integer too, shown as text.
+    st, raw = send("POST", "/v1/topics/%s/jobs" % q,
+                   b'{"body": "{\\"n\\": 123456789012345678901234567890}"}')
+    assert st == 201, raw[:300]
+    st, raw = send("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q, b"")
+    assert st == 200 and b"123456789012345678901234567890" in raw, raw
+
+
 @t.test("after all of it the daemon is healthy and the jobs intact")
 def _():
     assert intact()
