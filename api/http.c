@@ -773,6 +773,44 @@ run_handler(struct api_server *srv, struct api_req *req)
 	}
 }
 
+/* A request's framing headers, counted by framing_header(). */
+struct framing {
+	int	content_length;
+	int	transfer_encoding;
+};
+
+static enum MHD_Result
+framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		f->content_length++;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+		f->transfer_encoding++;
+	return MHD_YES;
+}
+
+/*
+ * 1 when the body's length is ambiguous: two Content-Length headers, or
+ * one with Transfer-Encoding (RFC 9112 6.3).  libmicrohttpd goes by one of
+ * them; a proxy in front may go by the other, and the bytes it forwards
+ * as the next request would be read here as part of this one.
+ */
+static int
+framing_ambiguous(struct MHD_Connection *conn)
+{
+	struct framing f = { 0, 0 };
+
+	(void)MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header,
+	    &f);
+	return f.content_length > 1 ||
+	    (f.content_length > 0 && f.transfer_encoding > 0);
+}
+
 static enum MHD_Result
 access_handler(void *cls, struct MHD_Connection *conn, const char *url,
     const char *method, const char *version, const char *upload_data,
@@ -810,6 +848,14 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 			} else
 				api_error(req, 404, "not_found", NULL,
 				    "no route %s %s", method, url);
+			return MHD_YES;
+		}
+		if (framing_ambiguous(conn)) {
+			api_add_header(req, "Connection", "close");
+			api_error(req, 400, "invalid_request", NULL,
+			    "the body's length is ambiguous: send one "
+			    "Content-Length, or Transfer-Encoding without "
+			    "Content-Length");
 			return MHD_YES;
 		}
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,

@@ -223,6 +223,24 @@ def _():
     assert st == 404 and b["error"]["code"] == "not_found", b
 
 
+@t.test("an ambiguous body length is refused and makes nothing")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    head = ("POST /v1/topics/%s/jobs HTTP/1.1\r\nHost: x\r\n"
+            "Authorization: Bearer %s\r\n"
+            "Content-Type: application/json\r\n" % (q, KEY)).encode()
+    for framing, body in [
+            (b"Content-Length: 2\r\nContent-Length: 40\r\n", b"{}"),
+            (b"Content-Length: 2\r\nContent-Length: 2\r\n", b"{}"),
+            (b"Transfer-Encoding: chunked\r\nContent-Length: 7\r\n",
+             b"2\r\n{}\r\n0\r\n\r\n")]:
+        raw = E.raw(head + framing + b"\r\n" + body)
+        assert status_of(raw) == 400 and b'"invalid_request"' in raw, \
+            (framing, raw[:300])
+    st, _, b = E.req("GET", "/v1/topics/" + q, key=KEY)
+    assert st == 200 and sum(b["counts"].values()) == 0, b
+
+
 BEYOND_64_BITS = [b"123456789012345678901234567890", b"-9223372036854775809",
                   b"18446744073709551616"]
 
