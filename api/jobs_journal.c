@@ -294,8 +294,12 @@ api_job_list(struct api_req *req)
 		    "live", state);
 		return;
 	}
-	if (*cursor != '\0' && api_check_job_id(req, cursor) == -1)
+	if (*cursor != '\0' && !api_valid_job_id(cursor)) {
+		api_error(req, 400, "invalid_field", "cursor",
+		    "cursor must be the next_cursor of an earlier answer "
+		    "(a job id: 1 to 64 of A-Z a-z 0-9 . _ : -)");
 		return;
+	}
 	if (api_need_journal(req, "listing jobs") == -1)
 		return;
 	l.topic = topic;

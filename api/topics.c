@@ -492,6 +492,12 @@ dead_list(struct api_req *req)
 		goto out;
 	e = sched_dead_list(ctx->sched, req->tenant, t->name, cursor,
 	    (size_t)limit, &jobs, &n, next, sizeof(next));
+	if (e == SCHED_EINVAL && *cursor != '\0') {
+		/* The names were checked: what it refused is the cursor. */
+		api_error(req, 400, "invalid_field", "cursor",
+		    "cursor must be the next_cursor of an earlier answer");
+		goto out;
+	}
 	if (e != SCHED_OK) {
 		api_sched_error(req, e, "topic");
 		goto out;

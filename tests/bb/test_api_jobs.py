@@ -187,7 +187,7 @@ def _():
     st, _, b = push({"delay_ms": HOUR, "bizkey": "batch-refused"})
     assert st == 201 and "deduplicated" not in b, (st, b)
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
-                       {"jobs": [{}, 5]}, key=KEY), 400, None, "jobs[1].")
+                       {"jobs": [{}, 5]}, key=KEY), 400, None, "jobs[1]")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
                        {"jobs": []}, key=KEY), 400, None, "jobs")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
@@ -293,6 +293,9 @@ def _():
                  400, "invalid_field", "limit")
     expect_error(E.req("GET", "/v1/topics/%s/dead?limit=x" % q, key=KEY),
                  400, "invalid_field", "limit")
+    for bad in ("garbage", "-1", "%00"):
+        expect_error(E.req("GET", "/v1/topics/%s/dead?cursor=%s" % (q, bad),
+                           key=KEY), 400, "invalid_field", "cursor")
     st, _, r = E.req("POST", "/v1/jobs/%s/retry" % ids[0], key=KEY)
     assert st == 200 and r["state"] in ("scheduled", "ready"), r
     expect_error(E.req("POST", "/v1/jobs/%s/retry" % ids[0], key=KEY), 409,
@@ -354,6 +357,8 @@ def _():
         st, _, l2 = d.request("GET", "/v1/jobs?limit=2&cursor=" +
                               l["next_cursor"], key=k)
         assert [x["id"] for x in l2["jobs"]] == ids[2:0:-1], l2
+        expect_error(d.request("GET", "/v1/jobs?cursor=" + "a" * 65, key=k),
+                     400, "invalid_field", "cursor")
         st, _, l = d.request("GET", "/v1/jobs?state=scheduled&limit=100",
                              key=k)
         assert len(l["jobs"]) == 5 and l["next_cursor"] is None, l
