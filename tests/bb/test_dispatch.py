@@ -199,12 +199,22 @@ def _():
     before = clock()["now_ms"]
     for body, field in (({}, "advance_ms"), ({"advance_ms": -1}, "advance_ms"),
                         ({"advance_ms": "5"}, "advance_ms"),
-                        ({"now_ms": before - 1}, "now_ms")):
+                        ({"now_ms": before - 1}, "now_ms"),
+                        ({"now_ms": 2 ** 63 - 1}, "now_ms"),
+                        ({"now_ms": 4000000000001}, "now_ms"),
+                        ({"advance_ms": 4000000000001 - before},
+                         "advance_ms")):
         expect_error(F.admin("POST", "/v1/debug/clock", body), 400,
                      field=field)
     st, _, _ = F.req("POST", "/v1/debug/clock", {"advance_ms": 1}, key=FKEY)
     assert st in (401, 403, 404), st
     assert clock()["now_ms"] == before, "a refused move moved the clock"
+    # The latest time it takes still lets jobs be pushed and read.
+    q = F.topic(FKEY, mode="pull")["name"]
+    st, _, b = F.admin("POST", "/v1/debug/clock", {"now_ms": 4000000000000})
+    assert st == 200 and b["now_ms"] == 4000000000000, (st, b)
+    j = F.push(FKEY, q, {"late": True}, delay_ms=1000)
+    assert job(F, FKEY, j["id"])["state"] == "scheduled"
 
 
 F.stop()
