@@ -57,7 +57,9 @@ api_valid_tenant(const char *s)
 int
 api_valid_topic(const char *s)
 {
-	return charset(s, API_TOPIC_MAX, 1, "._-");
+	/* "." and ".." are path steps to any client, never a name. */
+	return charset(s, API_TOPIC_MAX, 1, "._-") && strcmp(s, ".") != 0 &&
+	    strcmp(s, "..") != 0;
 }
 
 int
@@ -163,7 +165,7 @@ api_check_topic(struct api_req *req, const char *s)
 	if (api_valid_topic(s))
 		return 0;
 	api_error(req, 400, "invalid_name", "topic",
-	    "a topic name is 1 to 128 of A-Z a-z 0-9 . _ -");
+	    "a topic name is 1 to 128 of A-Z a-z 0-9 . _ -, not . or ..");
 	return -1;
 }
 

@@ -241,6 +241,19 @@ def _():
     assert st == 200 and sum(b["counts"].values()) == 0, b
 
 
+@t.test("topics named . or .. are refused: clients read them as path steps")
+def _():
+    for name in ("..", ".", "%2E%2E", "%2e"):
+        raw = E.raw(http("PUT", "/v1/topics/" + name, b'{"mode": "pull"}'))
+        assert status_of(raw) == 400 and b'"invalid_name"' in raw, \
+            (name, raw[:300])
+    st, _, b = E.req("GET", "/v1/topics", key=KEY)
+    assert st == 200 and not [x for x in b["topics"]
+                              if x["name"] in (".", "..")], b
+    # Dots inside a name are fine.
+    assert E.topic(KEY, name="a..b", mode="pull")["name"] == "a..b"
+
+
 BEYOND_64_BITS = [b"123456789012345678901234567890", b"-9223372036854775809",
                   b"18446744073709551616"]
 
