@@ -181,6 +181,47 @@ is_localhost(const char *host)
 	return n > 10 && strncasecmp(host + n - 10, ".localhost", 10) == 0;
 }
 
+/*
+ * NULL when host (no brackets) is spelled as a resolver takes it: labels
+ * of ASCII letters, digits, hyphens and underscores (container networks
+ * name hosts so), one trailing dot at most, and a
+ * last label not all digits (that is an IPv4 address, checked apart);
+ * else why not.  curl refuses the rest only when it connects, so a topic
+ * would take a callback URL that no attempt can reach.
+ */
+static const char *
+host_syntax(const char *host)
+{
+	size_t i, n = strlen(host), label = 0, digits = 0;
+
+	if (n > 0 && host[n - 1] == '.')
+		n--;
+	if (n == 0)
+		return "the host is empty";
+	for (i = 0; i < n; i++) {
+		char c = host[i];
+
+		if (c == '.') {
+			if (label == 0)
+				return "the host has an empty label";
+			label = digits = 0;
+			continue;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_'))
+			return "the host must be ASCII letters, digits, dots, "
+			    "hyphens and underscores (an internationalized "
+			    "name in its xn-- form)";
+		label++;
+		if (c >= '0' && c <= '9')
+			digits++;
+	}
+	if (label == digits)
+		return "the host is not a valid IPv4 address, and a name "
+		    "cannot end in a label of digits";
+	return NULL;
+}
+
 /* Judges a literal address host now; 1 when it was one. */
 static int
 check_literal(const char *host, int allow_private, const char **refusal)
@@ -217,8 +258,9 @@ check_literal(const char *host, int allow_private, const char **refusal)
 int
 disp_url_check(const char *url, int allow_private, char *why, size_t whylen)
 {
-	const char *refusal = NULL;
+	const char *refusal = NULL, *bad;
 	char *scheme = NULL, *host = NULL, *user = NULL, *port = NULL;
+	size_t n;
 	CURLUcode uc;
 	CURLU *u = NULL;
 	int ret = -1;
@@ -267,12 +309,18 @@ disp_url_check(const char *url, int allow_private, char *why, size_t whylen)
 		set_why(why, whylen, "%s", "port 0 is not allowed");
 		goto out;
 	}
+	/* "127.0.0.1." is 127.0.0.1 to the resolver. */
+	if ((n = strlen(host)) > 1 && host[n - 1] == '.' && host[0] != '[')
+		host[n - 1] = '\0';
 	if (check_literal(host, allow_private, &refusal)) {
 		if (refusal != NULL) {
 			set_why(why, whylen, "target address refused: %s",
 			    refusal);
 			goto out;
 		}
+	} else if (host[0] != '[' && (bad = host_syntax(host)) != NULL) {
+		set_why(why, whylen, "%s", bad);
+		goto out;
 	} else if (!allow_private && is_localhost(host)) {
 		set_why(why, whylen, "%s", "target address refused: loopback");
 		goto out;

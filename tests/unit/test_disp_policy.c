@@ -198,6 +198,17 @@ static const struct url_row url_rows[] = {
 	{ "http://exa mple.com/", 0, "malformed" },
 	{ "http://example.com/\r\nX: y", 0, "malformed" },
 	{ "http://notlocalhost.com/", 0, NULL },
+	{ "http://127.0.0.1./", 0, "loopback" },
+	{ "http://10.0.0.5./x", 0, "private" },
+	{ "http://example.com./", 0, NULL },
+	{ "http://app_web_1:8080/hook", 0, NULL },
+	{ "http://xn--bcher-kva.example/", 0, NULL },
+	{ "http://\xe2\x91\xa0\xe2\x91\xa1\xe2\x91\xa6.0.0.1/", 0,
+	    "ASCII" },
+	{ "http://b\xc3\xbc" "cher.example/", 0, "ASCII" },
+	{ "http://4294967296/", 0, "not a valid IPv4" },
+	{ "http://1.2.3.4.5/", 0, "not a valid IPv4" },
+	{ "http://a..b/", 0, "empty label" },
 };
 
 static void
