@@ -130,7 +130,8 @@ api_body_value(const char *body, size_t len)
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
 	    JSON_TOKENER_VALIDATE_UTF8);
 	v = json_tokener_parse_ex(tok, copy, (int)len + 1);
-	if (v != NULL && json_tokener_get_error(tok) == json_tokener_success) {
+	/* A body of null parses to NULL, which json-c prints as null. */
+	if (json_tokener_get_error(tok) == json_tokener_success) {
 		for (i = json_tokener_get_parse_end(tok); i < len + 1; i++)
 			if (strchr(" \t\r\n", copy[i]) == NULL)
 				break;

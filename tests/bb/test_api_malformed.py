@@ -254,6 +254,18 @@ def _():
     assert E.topic(KEY, name="a..b", mode="pull")["name"] == "a..b"
 
 
+@t.test("a body of null reads back as null, not as the string null")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    st, _, j = E.req("POST", "/v1/topics/%s/jobs" % q, {"body": None},
+                     key=KEY)
+    assert st == 201, (st, j)
+    b = E.job(KEY, j["id"])
+    assert "body" in b and b["body"] is None, b
+    st, _, r = E.reserve(KEY, q, 5000)
+    assert st == 200 and r["id"] == j["id"] and r["body"] is None, r
+
+
 BEYOND_64_BITS = [b"123456789012345678901234567890", b"-9223372036854775809",
                   b"18446744073709551616"]
 
