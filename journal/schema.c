@@ -56,7 +56,7 @@
 /* Statements the same in both dialects. */
 static const char *const common_sql[JS_COUNT] = {
 	[JS_JOB_APPLY] = "UPDATE jobs SET state = ?, attempts = "
-	    "CASE WHEN ? > attempts THEN ? ELSE attempts END, "
+	    "CASE WHEN ? <> 0 OR ? > attempts THEN ? ELSE attempts END, "
 	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ? "
 	    "WHERE tenant = ? AND id = ? AND updated_ms <= ?",
 	[JS_JOB_GET] = "SELECT " JOB_COLS " FROM jobs "

@@ -140,23 +140,36 @@ trans_row(struct jrnl *j, struct jrnl_val *a, size_t i, void *arg)
 	a[12] = jrnl_vblob(t->excerpt, t->excerpt_len);
 }
 
+/*
+ * Whether t starts a job's schedule over: a dead job retried or redriven
+ * (dead -> scheduled) runs from attempt 0 again, so its row's attempts are
+ * set to the transition's, not only raised.
+ */
+static int
+restarts(const struct jrnl_transition *t)
+{
+	return t->from_state != NULL && strcmp(t->from_state, "dead") == 0 &&
+	    strcmp(t->to_state, "scheduled") == 0;
+}
+
 /* A transition's move of its job's row (not for a job's creation). */
 static enum jrnl_err
 apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 {
-	struct jrnl_val a[9];
+	struct jrnl_val a[10];
 
 	a[0] = jrnl_vtext(t->to_state);
-	a[1] = jrnl_vint(t->attempt);
+	a[1] = jrnl_vint(restarts(t));
 	a[2] = jrnl_vint(t->attempt);
-	a[3] = t->due_ms > 0 ? jrnl_vint(t->due_ms) : jrnl_vtext(NULL);
-	a[4] = jrnl_vint(t->at_ms);
-	a[5] = jrnl_state_finished(t->to_state) ? jrnl_vint(t->at_ms) :
+	a[3] = jrnl_vint(t->attempt);
+	a[4] = t->due_ms > 0 ? jrnl_vint(t->due_ms) : jrnl_vtext(NULL);
+	a[5] = jrnl_vint(t->at_ms);
+	a[6] = jrnl_state_finished(t->to_state) ? jrnl_vint(t->at_ms) :
 	    jrnl_vtext(NULL);
-	a[6] = jrnl_vtext(t->tenant);
-	a[7] = jrnl_vtext(t->job_id);
-	a[8] = jrnl_vint(t->at_ms);
-	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 9, NULL, NULL,
+	a[7] = jrnl_vtext(t->tenant);
+	a[8] = jrnl_vtext(t->job_id);
+	a[9] = jrnl_vint(t->at_ms);
+	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 10, NULL, NULL,
 	    NULL);
 }
 

@@ -330,12 +330,62 @@ def case_retention(drv):
         assert listed() == {b: "delivered", c: "dead"}, listed()
 
 
+def case_redrive(drv):
+    """A dead job retried (POST /v1/jobs/{id}/retry) or redriven (POST
+    /v1/topics/{t}/dead:redrive) runs its schedule again from attempt 0,
+    and comes back so after Redis loses it: its journal row's attempts
+    start over too."""
+    fail = "500,500,500,hang"       # three attempts die, the next hangs
+    with harness.RedisServer() as r, \
+            harness.Receiver(path_scripts={"/fa": fail,
+                                           "/fb": fail}) as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        qa = L.topic(d, key, callback_url=rcv.url("/fa"),
+                     retry_schedule="<0,0,0>")
+        qb = L.topic(d, key, callback_url=rcv.url("/fb"),
+                     retry_schedule="<0,0,0>")
+        push = "/v1/topics/%s/jobs"
+        a = L.ok(d.request("POST", push % qa, {}, key=key))["id"]
+        b = L.ok(d.request("POST", push % qb, {}, key=key))["id"]
+        harness.wait_for(lambda: job_state(d, key, a) == "dead" and
+                         job_state(d, key, b) == "dead", 20, "a and b dead")
+        assert L.ok(get(d, key, "/v1/jobs/" + a))["attempt_count"] == 3
+        L.ok(d.request("POST", "/v1/jobs/%s/retry" % a, key=key), 200)
+        L.ok(d.request("POST", "/v1/topics/%s/dead:redrive" % qb, key=key),
+             200)
+
+        def attempts(path):
+            return [x.headers.get("retryd-attempt") for x in rcv.requests
+                    if x.path == path]
+        # The first attempt of each new run is in flight (it hangs).
+        harness.wait_for(lambda: len(attempts("/fa")) == 4 and
+                         len(attempts("/fb")) == 4, 20, "a new attempt each")
+        for j in (a, b):
+            assert L.ok(get(d, key, "/v1/jobs/" + j))["attempt_count"] == 0
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        _, _, _, restored, _ = L.wait_restore(d, mark)
+        assert restored == 2, restored
+        for j in (a, b):
+            after = L.ok(get(d, key, "/v1/jobs/" + j))
+            assert after["attempt_count"] == 0, (j, after)
+        # Restored, each runs its first attempt again (not its fourth).
+        harness.wait_for(lambda: len(attempts("/fa")) == 5 and
+                         len(attempts("/fb")) == 5, 20, "a's and b's again")
+        assert attempts("/fa") == ["1", "2", "3", "1", "1"], attempts("/fa")
+        assert attempts("/fb") == ["1", "2", "3", "1", "1"], attempts("/fb")
+
+
 D.each("delivered and cancelled never come back; dead comes back dead; "
        "a deduplicated push is not a second job", case_finished)
 D.each("rescheduled and retrying jobs come back at their next attempt",
        case_due)
 D.each("a push or pull job's journal has one row per attempt; "
        "restored from them", case_rows_per_attempt)
+D.each("a dead job retried or redriven comes back from attempt 0",
+       case_redrive)
 D.each("tenants, keys and topics survive Redis losing its data, twice",
        case_registry)
 D.each("retryd --recover rebuilds Redis and exits, twice creates nothing",

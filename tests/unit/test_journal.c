@@ -591,6 +591,32 @@ test_transitions(void **state)
 	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "retrying");
 	assert_int_equal(o.finished_ms, 0);
+
+	/*
+	 * A dead job retried or redriven (dead -> scheduled, attempt 0)
+	 * runs its schedule again: its attempts start over.  Any other
+	 * transition only raises them, and a stale one changes nothing.
+	 */
+	tr[0] = tj_trans("acme", "T1", "in_flight", "dead", t0 + 8, 3);
+	jrnl_transition(j, &tr[0]);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(tj_get_one(j, "acme", "T1").attempts, 3);
+	tr[0] = tj_trans("acme", "T1", "dead", "scheduled", t0 + 9, 0);
+	jrnl_transition(j, &tr[0]);
+	tr[0] = tj_trans("acme", "T1", "in_flight", "dead", t0 + 8, 3);
+	jrnl_transition(j, &tr[0]);	/* stale: before the retry */
+	assert_int_equal(jrnl_flush(j), 0);
+	o = tj_get_one(j, "acme", "T1");
+	assert_string_equal(o.state, "scheduled");
+	assert_int_equal(o.attempts, 0);
+	tr[0] = tj_trans("acme", "T1", "in_flight", "retrying", t0 + 10, 1);
+	jrnl_transition(j, &tr[0]);
+	tr[0] = tj_trans("acme", "T1", "retrying", "cancelled", t0 + 11, 0);
+	jrnl_transition(j, &tr[0]);
+	assert_int_equal(jrnl_flush(j), 0);
+	o = tj_get_one(j, "acme", "T1");
+	assert_string_equal(o.state, "cancelled");
+	assert_int_equal(o.attempts, 1);
 	tj_close(j);
 }
 
