@@ -205,9 +205,14 @@ struct jrnl_put_req {
 };
 TAILQ_HEAD(jrnl_put_list, jrnl_put_req);
 
-/* One queued transition: the struct and its strings in one block. */
+/*
+ * One queued transition: the struct and its strings in one block.  put_seq
+ * is the last put's seq when it was queued: it is written only with or
+ * after every put up to that one, so never before its own job's row.
+ */
 struct jrnl_trans_rec {
 	struct jrnl_transition	t;
+	uint64_t		put_seq;
 	char			data[];
 };
 

@@ -488,6 +488,7 @@ jrnl_transition(struct jrnl *j, const struct jrnl_transition *t)
 		free(r);
 		return;
 	}
+	r->put_seq = j->put_seq;
 	j->ring[(j->ring_head + j->ring_len) % j->cfg.queue_max] = r;
 	j->ring_len++;
 	j->trans_in++;

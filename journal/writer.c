@@ -4,13 +4,15 @@
  *
  * Key decision: one thread owns the writing connection and is the only one
  * that writes jobs and transitions.  Each round it takes every put request
- * queued (up to BATCH_JOBS jobs) and the transitions due, and writes them in
- * one transaction, jobs first: puts that arrive while a commit runs form the
- * next batch by themselves, so N concurrent puts cost about one fsync, not
- * N; commit_window_us can hold a round back to gather more.  A batch the
- * database refuses is written again request by request, so one bad row
- * fails only its own put (and a bad transition is dropped alone).  When the
- * connection fails, SYNC puts fail at once (JRNL_EUNAVAIL), ASYNC puts go
+ * queued (up to BATCH_JOBS jobs) and the transitions due that were queued
+ * before the oldest put it leaves behind (so a transition never comes
+ * before its job's row), and writes them in one transaction, jobs first:
+ * puts that arrive while a commit runs form the next batch by themselves,
+ * so N concurrent puts cost about one fsync, not N; commit_window_us can
+ * hold a round back to gather more.  A batch the database refuses is
+ * written again request by request, so one bad row fails only its own put
+ * (and a bad transition is dropped alone).  When the connection fails,
+ * SYNC puts fail at once (JRNL_EUNAVAIL), ASYNC puts go
  * back to the head of the queue, transitions stay in the ring, and the
  * writer reconnects: once at once, then with exponential backoff.  Idle, it
  * pings every JRNL_PING_US so jrnl_ready() notices a lost database, and purges
@@ -21,6 +23,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,7 +446,7 @@ write_round(struct jrnl *j, int take_trans)
 	struct jrnl_put_req *reqs[BATCH_REQS], *r;
 	struct jrnl_trans_rec *tr[JRNL_BATCH_TRANS];
 	size_t nreq = 0, ntr = 0, njobs = 0, i, ok, used, cap;
-	uint64_t commits = 0;
+	uint64_t commits = 0, limit;
 	enum jrnl_err e;
 	int64_t now = clock_mono_us();
 	char why[256];
@@ -462,10 +465,21 @@ write_round(struct jrnl *j, int take_trans)
 		reqs[nreq++] = r;
 		njobs += r->n;
 	}
+	/*
+	 * Only the transitions queued before the oldest put left in the
+	 * queue: a later one may move a job whose row that put writes, and
+	 * applied first it would update nothing.  The queue is in seq order
+	 * (puts taken back after a failure return to its head), and so is
+	 * the ring, so this is a prefix of each.
+	 */
+	limit = (r = TAILQ_FIRST(&j->puts)) != NULL ? r->seq : UINT64_MAX;
 	cap = j->cfg.queue_max;
 	if (take_trans)
-		for (; ntr < j->ring_len && ntr < JRNL_BATCH_TRANS; ntr++)
+		for (; ntr < j->ring_len && ntr < JRNL_BATCH_TRANS; ntr++) {
 			tr[ntr] = j->ring[(j->ring_head + ntr) % cap];
+			if (tr[ntr]->put_seq >= limit)
+				break;
+		}
 	if (nreq == 0 && ntr == 0) {
 		/* Every put taken had expired. */
 		pthread_cond_broadcast(&j->done);

@@ -79,6 +79,7 @@ void	test_outage_hook(void **state);
 void	test_outage_server(void **state);
 void	test_start_unavailable(void **state);
 void	test_async_queue(void **state);
+void	test_trans_order(void **state);
 void	test_refused_row(void **state);
 
 /* test_journal_mysql.c */

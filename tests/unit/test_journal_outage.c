@@ -198,6 +198,58 @@ test_async_queue(void **state)
 }
 
 /*
+ * A backlog of ASYNC puts larger than one batch (the database was away):
+ * a transition queued after a put is never written before that put, or it
+ * would update no row and the row, written later, would keep the job's
+ * first state (a delivered job restored and delivered again).
+ */
+#define TO_REQS		5
+#define TO_JOBS		1000	/* TO_REQS * TO_JOBS > one batch */
+
+void
+test_trans_order(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_config c = tj_cfg(b, JRNL_MODE_ASYNC);
+	static char ids[TO_REQS * TO_JOBS][8];
+	static struct jrnl_job jobs[TO_JOBS];
+	struct jrnl_transition tr;
+	struct jrnl_stats st;
+	struct jrnl *j;
+	int i, k;
+
+	jrnl_test_set_unavailable(1);
+	c.start_unavailable = 1;
+	j = tj_open_cfg(&c);
+	for (i = 0; i < TO_REQS; i++) {
+		for (k = 0; k < TO_JOBS; k++) {
+			snprintf(ids[i * TO_JOBS + k], sizeof(ids[0]), "O%04d",
+			    i * TO_JOBS + k);
+			jobs[k] = tj_job("o", "a", ids[i * TO_JOBS + k], NULL,
+			    100);
+		}
+		assert_int_equal(jrnl_put_jobs(j, jobs, TO_JOBS), JRNL_OK);
+		/* The last job of this put, delivered. */
+		tr = tj_trans("o", ids[i * TO_JOBS + TO_JOBS - 1], "in_flight",
+		    "delivered", 200 + i, 1);
+		jrnl_transition(j, &tr);
+	}
+	jrnl_test_set_unavailable(0);
+	assert_true(tj_wait_until(tj_is_ready, j, 20000));
+	assert_int_equal(jrnl_flush(j), 0);
+	jrnl_get_stats(j, &st);
+	assert_int_equal(st.jobs_written, TO_REQS * TO_JOBS);
+	assert_int_equal(st.transitions_written, TO_REQS);
+	assert_true(st.commits >= 2);		/* more than one batch */
+	for (i = 0; i < TO_REQS; i++)
+		assert_string_equal(tj_get_one(j, "o",
+		    ids[i * TO_JOBS + TO_JOBS - 1]).state, "delivered");
+	tj_close(j);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE state = 'delivered'"), TO_REQS);
+}
+
+/*
  * A row the database refuses fails its own put and no other.  The three
  * ASYNC puts must meet in one batch, so the database is away while they
  * are queued: the journal opens without it, and its writer takes no put
