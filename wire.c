@@ -80,6 +80,13 @@ wire_ready(char *why, size_t whylen, void *arg)
 	return 1;
 }
 
+/* api_ctx.rebuild: a restore route found Redis owed a rebuild. */
+static void
+wire_rebuild(void *arg)
+{
+	restore_request(arg);
+}
+
 /* sched_hooks.ready: jobs became ready in a topic; wake its consumers. */
 static void
 hook_ready(const char *tenant, const char *topic, void *arg)
@@ -519,6 +526,8 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	w->ctx.version = PACKAGE_VERSION;
 	w->ctx.ready = wire_ready;
 	w->ctx.ready_arg = w;
+	w->ctx.rebuild = wire_rebuild;
+	w->ctx.rebuild_arg = w->restore;
 	if (api_obs_start(&w->ctx) == -1) {
 		snprintf(err, errlen, "metrics: cannot start: %s",
 		    strerror(errno));

@@ -26,6 +26,12 @@ struct api_ctx {
 	/* 1 when ready to serve; else 0 with a reason. */
 	int			(*ready)(char *why, size_t whylen, void *arg);
 	void			*ready_arg;
+	/*
+	 * Ask this instance's restore worker to look at the rebuild flag
+	 * now (NULL: none); rebuild_arg is its argument.
+	 */
+	void			(*rebuild)(void *arg);
+	void			*rebuild_arg;
 };
 
 /* Route sets, each NULL-method terminated. */

@@ -204,6 +204,36 @@ restore_json(const struct restore_ctx *rc)
 }
 
 /*
+ * A Redis without the schema marker lost its data (or is new): it is owed
+ * the full rebuild (tenants, keys, topics, jobs, then the marker), not only
+ * the jobs a restore route puts back.  Flag it, as the worker does when
+ * the scheduler reports the loss, and wake this instance's worker; the
+ * lock lets one instance rebuild.  The route itself never writes the
+ * marker: written over a loss the scheduler has not yet seen, it would
+ * hide the loss, and the rebuild would never run.
+ */
+static void
+restore_check_lost(struct api_ctx *ctx)
+{
+	struct registry_restore_state st;
+
+	if (ctx->reg == NULL ||
+	    registry_restore_state(ctx->reg, &st) != REG_OK)
+		return;		/* Redis down: the scheduler notices later */
+	if (st.schema && !st.pending)
+		return;
+	if (!st.pending) {
+		if (registry_restore_request(ctx->reg, "the schema marker "
+		    "vanished (seen by a restore route)") != REG_OK)
+			return;
+		log_warnx("api: restore: Redis has no schema marker: it lost "
+		    "its data; it will be rebuilt from the journal");
+	}
+	if (ctx->rebuild != NULL)
+		ctx->rebuild(ctx->rebuild_arg);
+}
+
+/*
  * Every unfinished job of the journal (one tenant, or all for the admin
  * key without X-Tenant) back into Redis.
  */
@@ -227,6 +257,7 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 		    "try again");
 		return;
 	}
+	restore_check_lost(ctx);
 	memset(&sc, 0, sizeof(sc));
 	sc.tenant = tenant;
 	sc.limit = RESTORE_PAGE;
@@ -245,9 +276,6 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 		sc.after_tenant = rc.last_tenant;
 		sc.after_id = rc.last_id;
 	}
-	/* Everything is back: Redis holds a complete picture again. */
-	if (tenant == NULL && rc.failed == 0)
-		sched_mark_schema(ctx->sched);
 	log_info("api: restore%s%s: %lld restored, %lld present, %lld "
 	    "skipped, %lld failed", tenant ? " of " : "", tenant ? tenant : "",
 	    (long long)rc.restored, (long long)rc.present,

@@ -126,6 +126,45 @@ def case_two(drv):
             assert len(got) == len(set(got)) and set(got) == set(ids)
 
 
+def case_route_first(drv):
+    """Two instances, their scheduler's sweep long (5 s): FLUSHALL, then
+    the restore route at once, before either has seen the loss.  The route
+    must not hide it: the full rebuild (tenants, keys, topics) still runs,
+    once, and every job is delivered once."""
+    n = 200
+    url = D.url(drv)
+    cfg = L.config(url, scheduler={"sweep": "5s"})
+    with harness.RedisServer() as r, harness.Receiver() as rcv, \
+            harness.Retryd(redis=r, config=cfg) as a:
+        L.ready(a)
+        with harness.Retryd(redis=r, config=cfg) as b:
+            L.ready(b)
+            name, key = L.tenant(a)
+            q = hook_topic(a, key, rcv)
+            ids = L.push_batches(a, key, q, n)
+            marks = (a.log_mark(), b.log_mark())
+            r.cmd("FLUSHALL")
+            res = L.ok(a.admin("POST", "/v1/restore"), 200)
+            assert res["failed"] == 0, res
+            done = harness.wait_for(
+                lambda: [m for m in (re.search(L.RESTORE_DONE, d.log(k))
+                                     for d, k in zip((a, b), marks)) if m],
+                30, "the rebuild the loss owes")
+            assert len(done) == 1, "both instances rebuilt"
+            assert done[0].group(1, 2, 3) == ("1", "1", "1"), \
+                done[0].group(0)
+            L.ok(a.admin("GET", "/v1/tenants/" + name), 200)
+            L.ok(b.request("GET", "/v1/topics/" + q, key=key), 200)
+            L.advance(a, 2 * L.HOUR)
+            L.advance(b, 2 * L.HOUR)
+            rcv.wait_count(n, timeout=60)
+            got = L.delivered_ids(rcv)
+            assert len(got) == len(set(got)) and set(got) == set(ids)
+            logs = [d.log(k) for d, k in zip((a, b), marks)]
+            assert sum(x.count("rebuilding Redis from the journal")
+                       for x in logs) == 1, logs
+
+
 def case_groups(drv):
     """Single pushes from 16 threads at once (groups the journal's writer
     pushes itself) and batches of 64 and 65 jobs (the largest group it
@@ -173,6 +212,8 @@ D.each("10k jobs come back by themselves after FLUSHALL, once each",
 D.each("the restore route racing the automatic rebuild makes each job once",
        case_route)
 D.each("two instances: one rebuilds, the other waits", case_two)
+D.each("the restore route before the loss is seen: the full rebuild "
+       "still runs, once", case_route_first)
 D.each("concurrent single pushes and batches of 64 and 65 jobs: each in "
        "Redis at once, back once after FLUSHALL, delivered once",
        case_groups)
