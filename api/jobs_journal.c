@@ -140,9 +140,8 @@ api_journal_void(struct api_req *req, const char *tenant, const char *id,
 	tr.tenant = tenant;
 	tr.job_id = id;
 	tr.from_state = "scheduled";
-	tr.to_state = "cancelled";
+	tr.to_state = JRNL_STATE_VOID;
 	tr.at_ms = now_ms;
-	tr.error = "not created (deduplicated or refused)";
 	jrnl_transition(ctx->jrnl, &tr);
 }
 
@@ -152,14 +151,14 @@ api_journal_settle(struct api_req *req, const char *tenant, size_t nvoid)
 	struct api_ctx *ctx = api_ctx_of(req);
 
 	/* In async mode the job's own row is not durable at the answer
-	 * either: the mark goes with the next batch. */
+	 * either: the removal goes with the next batch. */
 	if (ctx->jrnl == NULL || nvoid == 0 ||
 	    conf.journal_mode != CONF_JOURNAL_SYNC)
 		return;
 	if (jrnl_flush(ctx->jrnl) == -1)
-		log_warnx("api: journal: %zu job(s) of %s not made are marked "
-		    "in the queue only (the journal is unavailable); they "
-		    "are written when it is back", nvoid, tenant);
+		log_warnx("api: journal: the rows of %zu job(s) of %s not made "
+		    "are removed in the queue only (the journal is "
+		    "unavailable); they go when it is back", nvoid, tenant);
 }
 
 void

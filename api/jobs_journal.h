@@ -17,8 +17,9 @@
 
 /*
  * The row of a job journaled but not made (deduplicated, refused): queue
- * a transition to cancelled.  api_journal_settle() makes the marks
- * durable: call it once before answering.
+ * its removal (JRNL_STATE_VOID), so no listing shows it and no restore
+ * makes it.  api_journal_settle() makes the removals durable: call it once
+ * before answering.
  */
 void	api_journal_void(struct api_req *req, const char *tenant,
 	    const char *id, int64_t now_ms);

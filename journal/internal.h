@@ -77,6 +77,7 @@ typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
 /* The statements, in schema.c's table. */
 enum jrnl_stmt {
 	JS_JOB_APPLY,
+	JS_JOB_VOID,
 	JS_JOB_GET,
 	JS_SCAN_ALL,
 	JS_SCAN_TENANT,

@@ -93,6 +93,13 @@ struct jrnl_job {
 #define JRNL_ERROR_MAX		1024
 #define JRNL_EXCERPT_MAX	4096
 
+/*
+ * The to_state of a push the API did not make after all (deduplicated
+ * against another job, or refused by Redis): its row goes, and no
+ * transition row is written.
+ */
+#define JRNL_STATE_VOID	"void"
+
 struct jrnl_transition {
 	const char	*tenant;
 	const char	*job_id;

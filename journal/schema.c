@@ -59,6 +59,8 @@ static const char *const common_sql[JS_COUNT] = {
 	    "CASE WHEN ? <> 0 OR ? > attempts THEN ? ELSE attempts END, "
 	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ? "
 	    "WHERE tenant = ? AND id = ? AND updated_ms <= ?",
+	[JS_JOB_VOID] = "DELETE FROM jobs "
+	    "WHERE tenant = ? AND id = ? AND state = 'scheduled'",
 	[JS_JOB_GET] = "SELECT " JOB_COLS " FROM jobs "
 	    "WHERE tenant = ? AND id = ?",
 	[JS_SCAN_TENANT] = "SELECT " JOB_COLS " FROM jobs "

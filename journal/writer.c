@@ -155,11 +155,27 @@ restarts(const struct jrnl_transition *t)
 	    strcmp(t->to_state, "scheduled") == 0;
 }
 
-/* A transition's move of its job's row (not for a job's creation). */
+static int
+is_void(const struct jrnl_transition *t)
+{
+	return strcmp(t->to_state, JRNL_STATE_VOID) == 0;
+}
+
+/*
+ * A transition's move of its job's row (not for a job's creation); a void
+ * one takes away the row its push wrote.
+ */
 static enum jrnl_err
 apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 {
 	struct jrnl_val a[10];
+
+	if (is_void(t)) {
+		a[0] = jrnl_vtext(t->tenant);
+		a[1] = jrnl_vtext(t->job_id);
+		return jrnl_run(j->drv, j->wconn, JS_JOB_VOID, a, 2, NULL,
+		    NULL, NULL);
+	}
 
 	a[0] = jrnl_vtext(t->to_state);
 	a[1] = jrnl_vint(restarts(t));
@@ -178,25 +194,29 @@ apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 
 /*
  * One transaction: the jobs of reqs, then the transitions tr (their rows,
- * then, in order, the moves of their jobs' rows).
+ * void ones left out, then, in order, the moves of their jobs' rows).
  */
 static enum jrnl_err
 tx_write(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq,
     struct jrnl_trans_rec **tr, size_t ntr)
 {
+	struct jrnl_trans_rec *rows[JRNL_BATCH_TRANS];
 	struct job_walk w = { reqs, 0, 0 };
 	enum jrnl_err e;
-	size_t i, njobs = 0;
+	size_t i, njobs = 0, nrows = 0;
 
 	for (i = 0; i < nreq; i++)
 		njobs += reqs[i]->n;
+	for (i = 0; i < ntr && nrows < JRNL_BATCH_TRANS; i++)
+		if (!is_void(&tr[i]->t))
+			rows[nrows++] = tr[i];
 	if ((e = j->drv->begin(j->wconn)) != JRNL_OK)
 		return e;
 	if ((e = put_rows(j, JS_PUT_MANY, JRNL_JOB_COLS, njobs, job_row,
 	    &w)) != JRNL_OK)
 		goto fail;
-	if ((e = put_rows(j, JS_TRANS_MANY, JRNL_TRANS_COLS, ntr, trans_row,
-	    tr)) != JRNL_OK)
+	if ((e = put_rows(j, JS_TRANS_MANY, JRNL_TRANS_COLS, nrows, trans_row,
+	    rows)) != JRNL_OK)
 		goto fail;
 	/* A job's creation: its put wrote the row in that state already. */
 	for (i = 0; i < ntr; i++)
