@@ -579,6 +579,69 @@ api_quota_refund(const char *tenant, size_t n)
  * deduplicated; 409 when it is another topic's), never journaled.  1 when
  * answered so, 0 when the id is free, -1 after answering an error.
  */
+/* What the journal knows of a client-given id (journal_id_exists). */
+struct journal_seen {
+	int	found;
+	char	topic[API_TOPIC_MAX + 1];
+	char	state[16];
+	int64_t	due_ms;
+	int64_t	finished_ms;
+};
+
+static int
+journal_seen_job(const struct jrnl_job *jj, void *arg)
+{
+	struct journal_seen *js = arg;
+
+	js->found = 1;
+	snprintf(js->topic, sizeof(js->topic), "%s", jj->topic);
+	snprintf(js->state, sizeof(js->state), "%s", jj->state);
+	js->due_ms = jj->due_ms;
+	js->finished_ms = jj->finished_ms;
+	return 0;
+}
+
+/*
+ * A client-given id Redis does not know may still be the journal's: Redis
+ * lost its data and is not rebuilt yet, or lost the finished job it would
+ * have kept for sched.retention.  Within that window the id is the same
+ * job, as it would be with Redis whole: 1 and j answered (200 with the
+ * journal's state, or 409 for another topic's), 0 when it is new (also
+ * when the journal cannot be read: the put then meets the journal's own
+ * answer).
+ */
+static int
+journal_id_exists(struct api_req *req, const struct registry_topic *t,
+    struct api_job_in *j)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct journal_seen js;
+	int st;
+
+	if (ctx->jrnl == NULL)
+		return 0;
+	memset(&js, 0, sizeof(js));
+	if (jrnl_get_job(ctx->jrnl, req->tenant, j->id, journal_seen_job,
+	    &js) != JRNL_OK || !js.found)
+		return 0;
+	if (js.finished_ms != 0 &&
+	    js.finished_ms < clock_wall_ms() - CONF_GET(sched_retention_ms))
+		return 0;
+	if ((st = sched_state_parse(js.state)) < 0)
+		return 0;
+	memset(&j->res, 0, sizeof(j->res));
+	if (strcmp(js.topic, t->name) != 0) {
+		j->status = 409;
+	} else {
+		snprintf(j->res.id, sizeof(j->res.id), "%s", j->id);
+		j->res.deduplicated = 1;
+		j->res.run_at_ms = js.due_ms;
+		j->res.state = (enum sched_state)st;
+		j->status = 200;
+	}
+	return 1;
+}
+
 static int
 client_id_exists(struct api_req *req, const struct registry_topic *t,
     struct api_job_in *j)
@@ -589,7 +652,7 @@ client_id_exists(struct api_req *req, const struct registry_topic *t,
 
 	e = sched_get(ctx->sched, req->tenant, j->id, &job);
 	if (e == SCHED_ENOTFOUND)
-		return 0;
+		return journal_id_exists(req, t, j);
 	if (e != SCHED_OK) {
 		api_sched_error(req, e, "job");
 		return -1;

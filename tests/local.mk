@@ -19,6 +19,8 @@ TESTS += tests/bb/test_journal_restore.py tests/bb/test_journal_state.py \
 EXTRA_DIST += tests/bb/test_journal_lib.py \
 	tests/bb/test_journal_restore.py tests/bb/test_journal_state.py \
 	tests/bb/test_journal_crash.py tests/bb/test_journal_outage.py
+TESTS += tests/bb/test_journal_dedup.py
+EXTRA_DIST += tests/bb/test_journal_dedup.py
 TESTS += tests/bb/test_cluster.py
 EXTRA_DIST += tests/bb/test_cluster.py
 TESTS += tests/bb/test_cluster3.py

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""test_journal_dedup.py - deduplication that the journal keeps when Redis
+does not: a client-given id pushed again after Redis lost its data is the
+same job, not a second delivery; a push refused for want of Redis leaves
+nothing behind, so its retry makes the job; a push deduplicated by its
+bizkey leaves no second job in the journal's listings.  Each case runs on
+SQLite and on MySQL (a private mariadbd).
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import test_journal_lib as L  # noqa: E402
+
+t = harness.Tap()
+D = L.Drivers(t)
+
+
+def opush(d, key, body):
+    return d.request("POST", "/push", body, key=key)
+
+
+def case_client_id_after_loss(drv):
+    with harness.RedisServer() as r, \
+            harness.Receiver(script="200") as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, callback_url=rcv.url("/hook"))
+        b = L.ok(opush(d, key, {"topic": q, "id": "order-1",
+                                "body": "first"}), 200)
+        assert b["id"] == "order-1" and not b.get("deduplicated"), b
+        rcv.wait_count(1)
+        harness.wait_for(lambda: d.request(
+            "GET", "/v1/jobs/order-1", key=key)[2].get("state") ==
+            "delivered", what="order-1 delivered")
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        # Before the rebuild, or after it (which brings back only what is
+        # unfinished): the id is the delivered job's either way.
+        b = L.ok(opush(d, key, {"topic": q, "id": "order-1",
+                                "body": "second"}), 200)
+        assert b["id"] == "order-1" and b.get("deduplicated"), b
+        L.wait_restore(d, mark)
+        b = L.ok(opush(d, key, {"topic": q, "id": "order-1",
+                                "body": "third"}), 200)
+        assert b.get("deduplicated"), b
+        # Whatever was due has been looked at: still one delivery.
+        L.advance(d, 2 * L.HOUR)
+        assert len(rcv.requests) == 1, [x.body for x in rcv.requests]
+        assert rcv.requests[0].body == b"first", rcv.requests[0].body
+        st, _, j = d.request("GET", "/v1/jobs?state=delivered", key=key)
+        assert st == 200 and [x["id"] for x in j["jobs"]] == ["order-1"] \
+            and j["jobs"][0]["body"] == "first", j
+
+
+def case_refused_then_retried(drv):
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        r.stop()
+        st, _, b = opush(d, key, {"topic": q, "id": "pay-7",
+                                  "delay": L.HOUR})
+        assert st == 503, (st, b)
+        st, _, b = d.request("POST", "/v1/topics/%s/jobs" % q,
+                             {"delay_ms": L.HOUR, "bizkey": "bk-7"}, key=key)
+        assert st == 503, (st, b)
+        # It comes back empty: the rebuild brings back the topic.
+        mark = d.log_mark()
+        r.start()
+        L.wait_restore(d, mark)
+        # Not taken the first time: the retry makes it, as if new.
+        b = L.ok(opush(d, key, {"topic": q, "id": "pay-7",
+                                "delay": L.HOUR}), 200)
+        assert b["id"] == "pay-7" and not b.get("deduplicated"), b
+        b = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                           {"delay_ms": L.HOUR, "bizkey": "bk-7"},
+                           key=key), 201)
+        st, _, j = d.request("GET", "/v1/jobs?topic=" + q, key=key)
+        assert st == 200 and sorted(x["id"] for x in j["jobs"]) == \
+            sorted(["pay-7", b["id"]]), j
+        assert all(x["state"] == "scheduled" for x in j["jobs"]), j
+
+
+def case_bizkey_dedup_listing(drv):
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        push = "/v1/topics/%s/jobs" % q
+        first = L.ok(d.request("POST", push, {"delay_ms": L.HOUR,
+                                              "bizkey": "ph1",
+                                              "body": 0}, key=key), 201)
+        for i in (1, 2):
+            b = L.ok(d.request("POST", push, {"delay_ms": L.HOUR,
+                                              "bizkey": "ph1",
+                                              "body": i}, key=key), 200)
+            assert b["deduplicated"] and b["id"] == first["id"], b
+        b = L.ok(d.request("POST", push + ":batch", {"jobs": [
+            {"delay_ms": L.HOUR, "bizkey": "ph1"},
+            {"delay_ms": L.HOUR, "bizkey": "ph2"},
+            {"delay_ms": L.HOUR, "bizkey": "ph2"}]}, key=key), 200)
+        assert [x["status"] for x in b["results"]] == [200, 201, 200], b
+        # The journal lists one job per bizkey, in any state.
+        for bk in ("ph1", "ph2"):
+            st, _, j = d.request("GET", "/v1/jobs?bizkey=" + bk, key=key)
+            assert st == 200 and len(j["jobs"]) == 1 and \
+                j["jobs"][0]["state"] == "scheduled", (bk, j)
+        st, _, j = d.request("GET", "/v1/jobs?state=cancelled", key=key)
+        assert st == 200 and j["jobs"] == [], j
+
+
+D.each("a client id pushed again after Redis lost its data is the "
+       "delivered job", case_client_id_after_loss)
+D.each("a push refused while Redis is away leaves nothing: its retry "
+       "makes the job", case_refused_then_retried)
+D.each("a push deduplicated by its bizkey leaves no second job in the "
+       "journal", case_bizkey_dedup_listing)
+t.done()
