@@ -189,7 +189,8 @@ enum jrnl_req_state {
 
 /*
  * One jrnl_put_jobs call waiting for the writer, or one jrnl_put_jobs_cb
- * (sync, with cb: heap-allocated, owns its copy, settled by the callback).
+ * (sync, with cb: heap-allocated, owns its copy, settled by the callback),
+ * or one jrnl_flush_cb (a ticket: no jobs, cb, want_trans).
  */
 struct jrnl_put_req {
 	TAILQ_ENTRY(jrnl_put_req) entry;
@@ -202,7 +203,9 @@ struct jrnl_put_req {
 	void			*copy;	/* ASYNC, cb: owns jobs */
 	jrnl_done_fn		 cb;	/* NULL: a caller waits */
 	void			*cb_arg;
-	int64_t			 deadline_mono_us; /* cb: if still queued */
+	int64_t			 deadline_mono_us; /* cb: if still queued;
+						      ticket: at most */
+	uint64_t		 want_trans;	/* ticket: trans_done due */
 };
 TAILQ_HEAD(jrnl_put_list, jrnl_put_req);
 
@@ -238,6 +241,7 @@ struct jrnl {
 	struct jrnl_put_list	 puts;
 	struct jrnl_put_list	 inflight;
 	struct jrnl_put_list	 settled;	/* cb puts, to call back */
+	struct jrnl_put_list	 tickets;	/* jrnl_flush_cb, in order */
 	uint64_t		 put_seq;
 	size_t			 async_jobs;
 	struct jrnl_trans_rec	**ring;
@@ -284,6 +288,11 @@ void	*jrnl_writer_main(void *arg);
  * one to settled); mu held.
  */
 void	jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r);
+/*
+ * Settle the tickets whose transitions are written, or all of them with
+ * err (JRNL_OK: only those due); mu held.
+ */
+void	jrnl_settle_tickets(struct jrnl *j, enum jrnl_err err);
 /* Call back and free the settled cb puts; mu held, dropped meanwhile. */
 void	jrnl_run_callbacks(struct jrnl *j);
 /* read.c: close the reading connection (at jrnl_close). */

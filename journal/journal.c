@@ -246,6 +246,7 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 	TAILQ_INIT(&j->puts);
 	TAILQ_INIT(&j->inflight);
 	TAILQ_INIT(&j->settled);
+	TAILQ_INIT(&j->tickets);
 	if ((e = jrnl_url_parse(j->cfg.url, &j->url, why, whylen)) != JRNL_OK)
 		goto fail;
 	if (j->url.kind == JRNL_KIND_NONE || j->cfg.mode == JRNL_MODE_OFF) {
@@ -334,6 +335,7 @@ jrnl_close(struct jrnl *j)
 		jrnl_finish_req(j, r);
 	}
 	pthread_mutex_lock(&j->mu);
+	jrnl_settle_tickets(j, JRNL_EUNAVAIL);
 	jrnl_run_callbacks(j);
 	pthread_mutex_unlock(&j->mu);
 	if (lost_t > 0 || lost_j > 0)
@@ -536,6 +538,39 @@ jrnl_flush(struct jrnl *j)
 	j->flushers--;
 	pthread_mutex_unlock(&j->mu);
 	return rc;
+}
+
+enum jrnl_err
+jrnl_flush_cb(struct jrnl *j, jrnl_done_fn done, void *arg)
+{
+	struct jrnl_put_req *r;
+
+	if (j == NULL || done == NULL)
+		return JRNL_EINVAL;
+	if (j->off) {
+		done(JRNL_OK, arg);
+		return JRNL_OK;
+	}
+	r = xcalloc(1, sizeof(*r));
+	r->sync = 1;
+	r->cb = done;
+	r->cb_arg = arg;
+	r->state = JRNL_REQ_QUEUED;
+	r->deadline_mono_us = clock_mono_us() + j->cfg.timeout_ms * 1000 * 5;
+	pthread_mutex_lock(&j->mu);
+	if (j->trans_done >= j->trans_in) {
+		/* Nothing queued: everything before the call is written. */
+		pthread_mutex_unlock(&j->mu);
+		free(r);
+		done(JRNL_OK, arg);
+		return JRNL_OK;
+	}
+	r->want_trans = j->trans_in;
+	TAILQ_INSERT_TAIL(&j->tickets, r, entry);
+	pthread_mutex_unlock(&j->mu);
+	/* After the unlock: the writer woken does not wait for mu. */
+	pthread_cond_signal(&j->wake);
+	return JRNL_OK;
 }
 
 void

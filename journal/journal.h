@@ -7,7 +7,8 @@
  * queued to it and written by group commit (every put waiting when a
  * transaction starts shares it, so concurrent puts share one fsync; a put
  * may also be settled by a callback, so its caller need not wait), and
- * state transitions are queued without blocking and written in batches.
+ * state transitions are queued without blocking and written in batches (a
+ * caller may ask to be called back once those it queued are committed).
  * Reads and the tenant/key/topic records go through a second, mutex-guarded
  * connection and are synchronous.  See docs/internals/JOURNAL.md.
  *
@@ -231,6 +232,18 @@ int	jrnl_in_callbacks(void);
 void	jrnl_transition(struct jrnl *j, const struct jrnl_transition *t);
 /* Write everything queued before the call: 0, or -1 when it could not. */
 int	jrnl_flush(struct jrnl *j);
+/*
+ * The same without waiting (a flush ticket): done(err, arg) is called
+ * exactly once when JRNL_OK is returned, never otherwise, once every
+ * transition queued before the call is committed, sharing the writer's
+ * next transaction with whatever else it writes.  JRNL_EUNAVAIL when the
+ * database cannot be reached (the transitions stay queued and are written
+ * once it is back), or when they are still not written after about five
+ * times timeout_ms.  From the writer thread, or from the caller's before
+ * the return when nothing is queued or the journal is off.  done runs with
+ * no journal lock held and must not block on the writer.
+ */
+enum jrnl_err jrnl_flush_cb(struct jrnl *j, jrnl_done_fn done, void *arg);
 /* Change the retention (a reload); <= 0 keeps it. */
 void	jrnl_set_retention(struct jrnl *j, int64_t retention_ms);
 /* Purge finished jobs past retention now, to the end: 0, or -1. */

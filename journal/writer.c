@@ -18,8 +18,9 @@
  * pings every JRNL_PING_US so jrnl_ready() notices a lost database, and purges
  * finished jobs past retention one small transaction per round so writes
  * are never held behind a purge.  Puts with a callback (jrnl_put_jobs_cb)
- * are called back at the top of the next loop, with mu dropped, so a
- * callback never runs under the journal's lock.
+ * and flush tickets (jrnl_flush_cb: settled once the transitions queued
+ * before them are written) are called back at the top of the next loop,
+ * with mu dropped, so a callback never runs under the journal's lock.
  */
 #include "config.h"
 
@@ -330,6 +331,27 @@ jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r)
 	free(r);
 }
 
+void
+jrnl_settle_tickets(struct jrnl *j, enum jrnl_err err)
+{
+	struct jrnl_put_req *r;
+	int64_t now = clock_mono_us();
+
+	/* In order of want_trans, and of deadline. */
+	while ((r = TAILQ_FIRST(&j->tickets)) != NULL) {
+		if (err != JRNL_OK)
+			r->result = err;
+		else if (r->want_trans <= j->trans_done)
+			r->result = JRNL_OK;
+		else if (now >= r->deadline_mono_us)
+			r->result = JRNL_EUNAVAIL;
+		else
+			break;
+		TAILQ_REMOVE(&j->tickets, r, entry);
+		jrnl_finish_req(j, r);
+	}
+}
+
 static __thread int in_callbacks;
 
 int
@@ -379,6 +401,11 @@ fail_waiters(struct jrnl *j)
 			jrnl_finish_req(j, r);
 		else
 			r->state = JRNL_REQ_DONE;
+		any = 1;
+	}
+	if (!TAILQ_EMPTY(&j->tickets)) {
+		/* Their transitions stay queued, written once it is back. */
+		jrnl_settle_tickets(j, JRNL_EUNAVAIL);
 		any = 1;
 	}
 	if (j->flushers > 0) {
@@ -539,6 +566,7 @@ write_round(struct jrnl *j, int take_trans)
 			j->stats.jobs_written += r->n;
 		jrnl_finish_req(j, r);
 	}
+	jrnl_settle_tickets(j, JRNL_OK);
 	if (e == JRNL_EUNAVAIL) {
 		lost_connection(j, why);
 		/* First retry at once: the failure may have been a blip. */
@@ -698,9 +726,11 @@ jrnl_writer_main(void *arg)
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
+		jrnl_settle_tickets(j, JRNL_OK);
 		jrnl_run_callbacks(j);
 		now = clock_mono_us();
 		urgent = has_sync_puts(j) || j->flushers > 0 ||
+		    !TAILQ_EMPTY(&j->tickets) ||
 		    j->purge_req_gen > j->purge_done_gen || j->stopping;
 		if (!j->connected) {
 			if (now >= j->next_connect_mono_us || (urgent &&
