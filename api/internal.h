@@ -174,6 +174,19 @@ json_object *api_counts_json(const int64_t counts[SCHED_NSTATES]);
 json_object *api_topic_json(const struct registry_topic *t,
 	    int with_secret);
 
+/*
+ * After a change made in Redis whose transitions went to the journal
+ * (cancel, reschedule, retry, redrive): in sync mode the 2xx waits for
+ * their commit, without holding the thread.  First call (req->state NULL):
+ * 0 to answer now (no journal, or async mode), or 1 with req parked: the
+ * handler is called again and calls this again (req->state set), which
+ * gives back *value as it was first given and returns 0 to answer, or -1
+ * after answering 503 journal_unavailable (the change stands in Redis and
+ * its transitions stay queued, written when the journal is back).  value
+ * may be NULL.  The handler must not use req->state otherwise.
+ */
+int	api_change_durable(struct api_req *req, int64_t *value);
+
 /* Restore routes share this answer while the journal is off. */
 int	api_need_journal(struct api_req *req, const char *what);
 

@@ -1428,13 +1428,18 @@ api_cancel_job(struct api_req *req, const char *id, const char *field)
 	return 0;
 }
 
+/*
+ * The changing routes answer once the change is journaled (sync mode):
+ * called again (req->state set), they only answer.
+ */
 static void
 job_cancel(struct api_req *req)
 {
-	if (api_check_job_id(req, req->param[0]) == -1 ||
-	    api_cancel_job(req, req->param[0], NULL) == -1)
+	if (req->state == NULL && (api_check_job_id(req, req->param[0]) ==
+	    -1 || api_cancel_job(req, req->param[0], NULL) == -1))
 		return;
-	api_reply_empty(req, 204);
+	if (api_change_durable(req, NULL) == 0)
+		api_reply_empty(req, 204);
 }
 
 static void
@@ -1448,6 +1453,11 @@ job_patch(struct api_req *req)
 	json_object *body = NULL;
 	enum sched_err e;
 
+	if (req->state != NULL) {	/* called again: journaled */
+		if (api_change_durable(req, NULL) == 0)
+			reply_job_now(req, req->param[0]);
+		return;
+	}
 	if (api_check_job_id(req, req->param[0]) == -1 ||
 	    api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1 ||
@@ -1480,7 +1490,8 @@ job_patch(struct api_req *req)
 		api_sched_error(req, e, "job");
 		goto out;
 	}
-	reply_job_now(req, req->param[0]);
+	if (api_change_durable(req, NULL) == 0)
+		reply_job_now(req, req->param[0]);
 out:
 	json_object_put(body);
 }
@@ -1491,6 +1502,11 @@ job_retry(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	enum sched_err e;
 
+	if (req->state != NULL) {	/* called again: journaled */
+		if (api_change_durable(req, NULL) == 0)
+			reply_job_now(req, req->param[0]);
+		return;
+	}
 	if (api_check_job_id(req, req->param[0]) == -1)
 		return;
 	e = sched_retry(ctx->sched, req->tenant, req->param[0]);
@@ -1503,7 +1519,8 @@ job_retry(struct api_req *req)
 		api_sched_error(req, e, "job");
 		return;
 	}
-	reply_job_now(req, req->param[0]);
+	if (api_change_durable(req, NULL) == 0)
+		reply_job_now(req, req->param[0]);
 }
 
 const struct api_route api_routes_jobs[] = {

@@ -7,7 +7,10 @@
  *
  * The push routes journal through api_journal_jobs_cb(): the journal calls
  * back once the rows are committed, so no HTTP thread waits for the
- * group commit (jobs.c parks the request meanwhile).
+ * group commit (jobs.c parks the request meanwhile).  The routes that
+ * change a job in Redis (cancel, reschedule, retry, redrive) wait the same
+ * way for their transitions, through api_change_durable() and a flush
+ * ticket of the journal.
  *
  * Key decision: a journaled job that Redis does not make is marked
  * cancelled through an ordinary transition, and in sync mode the caller
@@ -16,6 +19,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +129,98 @@ api_journal_jobs_cb(struct api_req *req, const char *tenant,
 	e = jrnl_put_jobs_cb(ctx->jrnl, jj, n, done, arg);	/* copies */
 	free(jj);
 	return e;
+}
+
+/*
+ * A change waiting for its transitions' commit.  Shared by the request
+ * (its free_state) and the journal's callback: the last to let go frees
+ * it, so a request that ends first (the server stopping) leaves it to the
+ * callback.
+ */
+struct change_wait {
+	pthread_mutex_t	 mu;
+	int		 refs;
+	struct api_req	*req;		/* NULL once the request ends */
+	int		 done;
+	enum jrnl_err	 err;
+	int64_t		 value;
+};
+
+static void
+change_unref(struct change_wait *cw, int the_request)
+{
+	int last;
+
+	pthread_mutex_lock(&cw->mu);
+	if (the_request)
+		cw->req = NULL;
+	else if (cw->req != NULL)
+		api_resume(cw->req);
+	last = --cw->refs == 0;
+	pthread_mutex_unlock(&cw->mu);
+	if (last) {
+		pthread_mutex_destroy(&cw->mu);
+		free(cw);
+	}
+}
+
+static void
+change_free_state(void *state)
+{
+	change_unref(state, 1);
+}
+
+/* The journal's callback (its writer, or this thread before the return). */
+static void
+change_committed(enum jrnl_err err, void *arg)
+{
+	struct change_wait *cw = arg;
+
+	pthread_mutex_lock(&cw->mu);
+	cw->err = err;
+	cw->done = 1;
+	pthread_mutex_unlock(&cw->mu);
+	change_unref(cw, 0);
+}
+
+int
+api_change_durable(struct api_req *req, int64_t *value)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct change_wait *cw = req->state;
+	enum jrnl_err e;
+
+	if (cw != NULL) {		/* called again: the commit's answer */
+		pthread_mutex_lock(&cw->mu);
+		e = cw->done ? cw->err : JRNL_EUNAVAIL;
+		pthread_mutex_unlock(&cw->mu);
+		if (value != NULL)
+			*value = cw->value;
+		if (e == JRNL_OK)
+			return 0;
+		log_warnx("api: journal: %s %s of %s made in Redis is queued "
+		    "for the journal only: %s", req->method, req->path,
+		    req->tenant, jrnl_strerror(e));
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the change was made but is not journaled yet (%s); it "
+		    "is written when the journal is back", jrnl_strerror(e));
+		return -1;
+	}
+	/* In async mode the change goes with the next batch, unwaited. */
+	if (ctx->jrnl == NULL || conf.journal_mode != CONF_JOURNAL_SYNC)
+		return 0;
+	cw = xcalloc(1, sizeof(*cw));
+	pthread_mutex_init(&cw->mu, NULL);
+	cw->refs = 2;			/* the request, the journal */
+	cw->req = req;
+	cw->value = value != NULL ? *value : 0;
+	req->state = cw;
+	req->free_state = change_free_state;
+	/* Park first: the callback may come before the return. */
+	api_suspend(req);
+	if ((e = jrnl_flush_cb(ctx->jrnl, change_committed, cw)) != JRNL_OK)
+		change_committed(e, cw);
+	return 1;
 }
 
 void

@@ -99,7 +99,11 @@ delete(struct api_req *req)
 	const char *id;
 	json_object *o;
 
-	if (query_id(req, &id) == -1 || api_cancel_job(req, id, "id") == -1)
+	if (query_id(req, &id) == -1 || (req->state == NULL &&
+	    api_cancel_job(req, id, "id") == -1))
+		return;
+	/* Called again (req->state set) once journaled. */
+	if (api_change_durable(req, NULL) != 0)
 		return;
 	o = json_object_new_object();
 	json_object_object_add(o, "id", json_object_new_string(id));

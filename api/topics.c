@@ -433,6 +433,11 @@ bizkey_cancel(struct api_req *req)
 	char id[ID_LEN + 65];
 	enum sched_err e;
 
+	if (req->state != NULL) {	/* called again: journaled */
+		if (api_change_durable(req, NULL) == 0)
+			api_reply_empty(req, 204);
+		return;
+	}
 	if (api_check_topic(req, req->param[0]) == -1 ||
 	    api_check_bizkey(req, req->param[1], "bizkey") == -1 ||
 	    api_topic_load(req, req->param[0], &t) == -1)
@@ -449,7 +454,8 @@ bizkey_cancel(struct api_req *req)
 		api_sched_error(req, e, "job");
 		return;
 	}
-	api_reply_empty(req, 204);
+	if (api_change_durable(req, NULL) == 0)
+		api_reply_empty(req, 204);
 }
 
 /* The cursor query argument: printable ASCII, bounded; "" when absent. */
@@ -526,14 +532,19 @@ dead_redrive(struct api_req *req)
 	enum sched_err e;
 	int64_t count = 0;
 
-	if (api_topic_load(req, req->param[0], &t) == -1)
-		return;
-	e = sched_redrive(ctx->sched, req->tenant, t->name, &count);
-	registry_topic_free(t);
-	if (e != SCHED_OK) {
-		api_sched_error(req, e, "topic");
-		return;
+	if (req->state == NULL) {
+		if (api_topic_load(req, req->param[0], &t) == -1)
+			return;
+		e = sched_redrive(ctx->sched, req->tenant, t->name, &count);
+		registry_topic_free(t);
+		if (e != SCHED_OK) {
+			api_sched_error(req, e, "topic");
+			return;
+		}
 	}
+	/* Called again once journaled, with the count kept. */
+	if (api_change_durable(req, &count) != 0)
+		return;
 	o = json_object_new_object();
 	json_object_object_add(o, "redriven", json_object_new_int64(count));
 	api_reply_json(req, 200, o);
