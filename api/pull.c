@@ -750,6 +750,16 @@ finish_done(struct api_req *req)
 	}
 	if (d->verdict != SCHEDULE_RETRY)
 		api_quota_refund(req->tenant, 1);
+	if (op->jerr != JRNL_OK) {
+		log_warnx("api: journal: %s of %s/%s made in Redis is queued "
+		    "for the journal only: %s", op->ack ? "ack" : "nack",
+		    req->tenant, op->id, jrnl_strerror(op->jerr));
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the %s was applied but is not journaled yet (%s); it is "
+		    "written when the journal is back", op->ack ? "ack" :
+		    "nack", jrnl_strerror(op->jerr));
+		return;
+	}
 	state = d->verdict == SCHEDULE_DONE ? "delivered" :
 	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead";
 	if (str_plain(op->id)) {	/* always: a checked job id */
@@ -802,6 +812,8 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 	op = pull_op_new(req, PULL_OP_FINISH);
 	op->sched = ctx->sched;
 	op->ack = ack;
+	if (conf.journal_mode == CONF_JOURNAL_SYNC)
+		op->jrnl = ctx->jrnl;
 	snprintf(op->id, sizeof(op->id), "%s", id);
 	snprintf(op->token, sizeof(op->token), "%s", token);
 	req->state = op;

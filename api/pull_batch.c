@@ -14,6 +14,11 @@
  *    outcome is still fenced by its own token inside the script, so a
  *    stale or repeated ack in a batch is refused alone, as it would be
  *    alone.
+ *  - In sync journal mode an ack or nack is answered once its transition
+ *    is committed: the batch takes one flush ticket of the journal
+ *    (jrnl_flush_cb) and its requests are resumed from the callback, so
+ *    the worker goes on with the next batch meanwhile and the acks of
+ *    every batch in flight share the writer's commits.
  *  - One worker per kind, so acks are applied while reserves wait on Redis
  *    and the other way round; what a worker takes is what queued while it
  *    was busy, so batches grow with the load and a lone request waits for
@@ -203,14 +208,60 @@ finish_batch(struct pull_op **v, size_t n)
 	free(it);
 }
 
+/* Acks and nacks waiting for their journal commit (the worker's refs). */
+struct finish_wait {
+	size_t		 n;
+	struct pull_op	*v[];
+};
+
+/* The journal's callback (its writer, or this thread): resume them. */
+static void
+finish_committed(enum jrnl_err err, void *arg)
+{
+	struct finish_wait *fw = arg;
+	size_t i;
+
+	for (i = 0; i < fw->n; i++)
+		fw->v[i]->jerr = err;
+	ops_done(fw->v, fw->n);
+	free(fw);
+}
+
+/*
+ * Done with the acks and nacks of v[0 .. n-1]: at once, or, when they
+ * wait for the journal, once the transitions they queued are committed.
+ */
+static void
+finish_settle(struct pull_op **v, size_t n)
+{
+	struct finish_wait *fw;
+	struct jrnl *jrnl = NULL;
+	enum jrnl_err e;
+	size_t i;
+
+	for (i = 0; i < n && jrnl == NULL; i++)
+		jrnl = v[i]->jrnl;
+	if (jrnl == NULL) {
+		ops_done(v, n);
+		return;
+	}
+	fw = xmalloc(sizeof(*fw) + n * sizeof(fw->v[0]));
+	fw->n = n;
+	memcpy(fw->v, v, n * sizeof(fw->v[0]));
+	if ((e = jrnl_flush_cb(jrnl, finish_committed, fw)) != JRNL_OK)
+		finish_committed(e, fw);
+}
+
 static void
 apply(enum pull_op_kind kind, struct pull_op **v, size_t n)
 {
-	if (kind == PULL_OP_RESERVE)
+	if (kind == PULL_OP_RESERVE) {
 		reserve_batch(v, n);
-	else
-		finish_batch(v, n);
-	ops_done(v, n);
+		ops_done(v, n);
+		return;
+	}
+	finish_batch(v, n);
+	finish_settle(v, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -284,8 +335,12 @@ inline_op(struct pull_op *op)
 {
 	if (op->kind == PULL_OP_RESERVE)
 		reserve_batch(&op, 1);
-	else
+	else {
 		finish_batch(&op, 1);
+		/* Rare (no worker): the thread waits for the commit. */
+		if (op->jrnl != NULL && jrnl_flush(op->jrnl) == -1)
+			op->jerr = JRNL_EUNAVAIL;
+	}
 	op->done = 1;
 	return 1;
 }

@@ -5,7 +5,10 @@
  * Key decision: a handler never waits for Redis.  It fills a struct
  * pull_op, parks its request (api_suspend) and queues the op; a worker
  * applies every op queued at once and resumes each request, whose handler,
- * called again, answers from its op.
+ * called again, answers from its op.  Acks and nacks with a journal to
+ * wait for are resumed once a flush ticket of the journal says their
+ * transitions are committed: one ticket per batch, so acks applied
+ * together share the wait and the commit.
  */
 #ifndef RETRYD_API_PULL_BATCH_H
 #define RETRYD_API_PULL_BATCH_H
@@ -14,6 +17,7 @@
 
 #include "api/http.h"
 #include "api/validate.h"
+#include "journal/journal.h"
 #include "schedules/schedule.h"
 #include "scheduler/sched.h"
 
@@ -34,8 +38,11 @@ struct pull_op {
 	char			 id[API_JOB_ID_MAX + 1];	/* finish */
 	char			 token[PULL_TOKEN_MAX + 1];	/* finish */
 	int			 ack;				/* finish */
+	struct jrnl		*jrnl;	/* finish: wait for the commit of its
+					   transition (sync mode); NULL: not */
 	/* Out: valid once the handler runs again. */
 	enum sched_err		 err;
+	enum jrnl_err		 jerr;	/* finish: the journal's answer */
 	struct sched_job	*job;		/* reserve: the handler's */
 	struct schedule_decision decision;	/* finish */
 	/* The workers' (pull_batch.c) */
