@@ -20,7 +20,7 @@ SCHED_LUA = \
 	scheduler/scripts/finish.lua scheduler/scripts/restore.lua \
 	scheduler/scripts/redrive.lua scheduler/scripts/purge.lua \
 	scheduler/scripts/lease.lua scheduler/scripts/heartbeat.lua \
-	scheduler/scripts/schema.lua
+	scheduler/scripts/schema.lua scheduler/scripts/drop.lua
 EXTRA_DIST += $(SCHED_LUA)
 CLEANFILES += scheduler/scripts_gen.c
 

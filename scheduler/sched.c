@@ -825,6 +825,195 @@ sched_cancel_bizkey(struct sched *s, const char *tenant, const char *topic,
 	return e;
 }
 
+/* ---- dropping a deleted topic's or tenant's jobs ------------------------ */
+
+/*
+ * The topic's jobs leave one shard: its own sets until empty, then a walk
+ * of the in-flight set and (finished) of the finished set for its members.
+ * Topic "" (walks only): every topic's.
+ */
+static enum sched_err
+drop_shard(struct sched *s, redisContext *c, const char *tenant, int shard,
+    const char *topic, int waiting, int finished, int64_t *n, int *broken)
+{
+	static const char sets[] = { 'f', 'z' };
+	int64_t at = 0, left;
+	enum sched_err e = SCHED_OK;
+	size_t i;
+
+	if (waiting)
+		do
+			e = sched_st_drop(s, c, tenant, shard, topic, '\0',
+			    &at, &left, n, broken);
+		while (e == SCHED_OK && left > 0);
+	for (i = 0; i < (finished ? 2u : 1u) && e == SCHED_OK; i++) {
+		at = 0;
+		do
+			e = sched_st_drop(s, c, tenant, shard, topic, sets[i],
+			    &at, &left, n, broken);
+		while (e == SCHED_OK && left > 0);
+	}
+	if (topic[0] != '\0')
+		sched_heads_forget(s, tenant, shard, topic);
+	return e;
+}
+
+enum sched_err
+sched_drop_topic(struct sched *s, const char *tenant, const char *topic,
+    int64_t *n)
+{
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0, shard;
+
+	*n = 0;
+	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	for (shard = 0; shard < s->cfg.shards && e == SCHED_OK; shard++)
+		e = drop_shard(s, c, tenant, shard, topic, 1, 1, n, &broken);
+	give(s, c, broken);
+	return e;
+}
+
+/* Adds the topic of each element of r (a "TOPIC:N" field when cut). */
+static void
+topics_add(const redisReply *r, int cut, char ***v, size_t *nv)
+{
+	const char *colon;
+	char *t;
+	size_t i, k, len;
+
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (i = 0; i < r->elements; i++) {
+		if (r->element[i]->type != REDIS_REPLY_STRING)
+			continue;
+		len = r->element[i]->len;
+		if (cut && (colon = memrchr(r->element[i]->str, ':', len)) !=
+		    NULL)
+			len = (size_t)(colon - r->element[i]->str);
+		t = xstrndup(r->element[i]->str, len);
+		for (k = 0; k < *nv; k++)
+			if (strcmp((*v)[k], t) == 0)
+				break;
+		if (k < *nv || !sched_valid_topic(t)) {
+			free(t);
+			continue;
+		}
+		*v = xreallocarray(*v, *nv + 1, sizeof(**v));
+		(*v)[(*nv)++] = t;
+	}
+}
+
+/*
+ * The topics with jobs in the shard: those counted, with delays, with
+ * ready jobs.
+ */
+static enum sched_err
+shard_topics(struct sched *s, redisContext *c, const char *tenant, int shard,
+    char ***v, size_t *nv, int *broken)
+{
+	static const struct {
+		const char	*cmd, *suffix, *arg[2];
+		int		 nargs, cut;
+	} q[] = {
+		{ "HKEYS", "c", { NULL, NULL }, 0, 1 },
+		{ "ZRANGE", "h", { "0", "-1" }, 2, 0 },
+		{ "SMEMBERS", "rt", { NULL, NULL }, 0, 0 },
+	};
+	char key[SCHED_KEY_MAX];
+	const char *argv[4];
+	size_t lens[4], i;
+	redisReply *r;
+	enum sched_err e = SCHED_OK;
+	int a;
+
+	for (i = 0; i < sizeof(q) / sizeof(q[0]) && e == SCHED_OK; i++) {
+		sched_key(key, tenant, shard, q[i].suffix, NULL);
+		argv[0] = q[i].cmd;
+		argv[1] = key;
+		for (a = 0; a < q[i].nargs; a++)
+			argv[2 + a] = q[i].arg[a];
+		for (a = 0; a < 2 + q[i].nargs; a++)
+			lens[a] = strlen(argv[a]);
+		r = sched_pool_command_argv(s->pool, c, broken, key, lens[1],
+		    2 + q[i].nargs, argv, lens);
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+			e = sched_reply_err(c, r, broken, q[i].cmd);
+		else
+			topics_add(r, q[i].cut, v, nv);
+		if (r != NULL)
+			freeReplyObject(r);
+	}
+	return e;
+}
+
+/* Deletes what is left of the tenant's keys of the shard. */
+static enum sched_err
+shard_unlink(struct sched *s, redisContext *c, const char *tenant, int shard,
+    int *broken)
+{
+	static const char *const suffix[] = {
+		"j", "h", "rt", "f", "z", "b", "c", "a"
+	};
+	char keys[8][SCHED_KEY_MAX];
+	const char *argv[9];
+	size_t lens[9], i;
+	redisReply *r;
+	enum sched_err e = SCHED_OK;
+
+	argv[0] = "UNLINK";
+	lens[0] = 6;
+	for (i = 0; i < 8; i++) {
+		sched_key(keys[i], tenant, shard, suffix[i], NULL);
+		argv[i + 1] = keys[i];
+		lens[i + 1] = strlen(keys[i]);
+	}
+	r = sched_pool_command_argv(s->pool, c, broken, keys[0], lens[1], 9,
+	    argv, lens);
+	if (r == NULL || r->type != REDIS_REPLY_INTEGER)
+		e = sched_reply_err(c, r, broken, "UNLINK");
+	if (r != NULL)
+		freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_drop_tenant(struct sched *s, const char *tenant, int64_t *n)
+{
+	redisContext *c;
+	enum sched_err e;
+	char **v = NULL;
+	size_t nv = 0, i;
+	int broken = 0, shard;
+
+	*n = 0;
+	if (!sched_valid_tenant(tenant))
+		return SCHED_EINVAL;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	for (shard = 0; shard < s->cfg.shards && e == SCHED_OK; shard++) {
+		e = shard_topics(s, c, tenant, shard, &v, &nv, &broken);
+		for (i = 0; i < nv && e == SCHED_OK; i++)
+			e = drop_shard(s, c, tenant, shard, v[i], 1, 0, n,
+			    &broken);
+		if (e == SCHED_OK)
+			e = drop_shard(s, c, tenant, shard, "", 0, 0, n,
+			    &broken);
+		if (e == SCHED_OK)
+			e = shard_unlink(s, c, tenant, shard, &broken);
+		for (i = 0; i < nv; i++)
+			free(v[i]);
+		free(v);
+		v = NULL;
+		nv = 0;
+	}
+	give(s, c, broken);
+	return e;
+}
+
 enum sched_err
 sched_reschedule(struct sched *s, const char *tenant, const char *id,
     int64_t run_at_ms)

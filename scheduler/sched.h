@@ -246,6 +246,16 @@ enum sched_err sched_cancel(struct sched *s, const char *tenant,
 /* Cancel the unfinished job with this bizkey; ENOTFOUND when none. */
 enum sched_err sched_cancel_bizkey(struct sched *s, const char *tenant,
 	    const char *topic, const char *bizkey, char id_out[ID_LEN + 65]);
+/*
+ * A topic deleted with its jobs: every job of the topic leaves Redis
+ * (record, sets, counts, bizkeys, attempt logs), the unfinished and dead
+ * ones reported as cancelled.  *n: how many unfinished or dead jobs went.
+ */
+enum sched_err sched_drop_topic(struct sched *s, const char *tenant,
+	    const char *topic, int64_t *n);
+/* The same for every topic of a tenant, then the tenant's shard keys. */
+enum sched_err sched_drop_tenant(struct sched *s, const char *tenant,
+	    int64_t *n);
 /* Move a waiting (scheduled or retrying) job; ECONFLICT otherwise. */
 enum sched_err sched_reschedule(struct sched *s, const char *tenant,
 	    const char *id, int64_t run_at_ms);

@@ -287,6 +287,16 @@ enum sched_err sched_st_redrive(struct sched *s, redisContext *c,
 	    size_t idklen, int64_t *n, int64_t *left, int *broken);
 enum sched_err sched_st_purge(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, int *n, int *more, int *broken);
+/*
+ * Drops up to a batch of the topic's jobs from the shard: set '\0' from
+ * its delays, ready and dead sets (*left: what they still hold), or 'f'
+ * (in flight) or 'z' (finished) walked from index *at, which is advanced
+ * (*left 1: the walk goes on; topic "": every topic's).  Each unfinished
+ * or dead job dropped is counted in *n and reported as cancelled.
+ */
+enum sched_err sched_st_drop(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, char set,
+	    int64_t *at, int64_t *left, int64_t *n, int *broken);
 
 /* ---- query.c: reads ----------------------------------------------------- */
 

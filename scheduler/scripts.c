@@ -48,6 +48,7 @@ static const struct {
 	[SCRIPT_HEARTBEAT] = { "heartbeat", sched_lua_heartbeat, 1 },
 	[SCRIPT_SCHEMA] = { "schema", sched_lua_schema, 0 },
 	[SCRIPT_PUSH_MANY] = { "push_many", sched_lua_push_many, 1 },
+	[SCRIPT_DROP] = { "drop", sched_lua_drop, 1 },
 };
 
 struct sched_scripts *

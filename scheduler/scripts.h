@@ -31,6 +31,7 @@ enum sched_script {
 	SCRIPT_HEARTBEAT,
 	SCRIPT_SCHEMA,
 	SCRIPT_PUSH_MANY,
+	SCRIPT_DROP,
 	SCRIPT_COUNT
 };
 
@@ -49,6 +50,7 @@ extern const char sched_lua_purge[];
 extern const char sched_lua_lease[];
 extern const char sched_lua_heartbeat[];
 extern const char sched_lua_schema[];
+extern const char sched_lua_drop[];
 
 struct sched_scripts;
 

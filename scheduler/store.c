@@ -1061,3 +1061,49 @@ sched_st_purge(struct sched *s, redisContext *c, const char *tenant,
 	freeReplyObject(r);
 	return e;
 }
+
+enum sched_err
+sched_st_drop(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, char set, int64_t *at, int64_t *left,
+    int64_t *n, int *broken)
+{
+	char batch[24], idx[24], names[16];
+	const char *args[4];
+	redisReply *r = NULL;
+	struct sched_job *job;
+	enum sched_err e;
+	long long l, next;
+	size_t i;
+
+	lld(batch, s->cfg.batch > 0 ? s->cfg.batch : 100);
+	lld(idx, set != '\0' ? *at : 0);
+	if (set != '\0')
+		snprintf(names, sizeof(names), "jcba%c", set);
+	else
+		snprintf(names, sizeof(names), "jcbadhrtx");
+	args[0] = topic;
+	args[1] = batch;
+	args[2] = set != '\0' ? "s" : "w";
+	args[3] = idx;
+	e = run(s, c, SCRIPT_DROP, tenant, shard, names, topic, 4, args, NULL,
+	    &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &l) == -1 || el_int(r, 1, &next) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	*left = l;
+	if (set != '\0')
+		*at = next;
+	for (i = 2; i + 1 < r->elements; i += 2) {
+		if ((job = el_job(r, i, tenant, shard, 0)) == NULL)
+			continue;
+		(*n)++;
+		sched_transition(s, job, job->state, SCHED_CANCELLED, NULL);
+		sched_job_free(job);
+	}
+out:
+	freeReplyObject(r);
+	return e;
+}
