@@ -153,6 +153,14 @@ void	api_journal_refused(struct api_req *req, const char *tenant,
 int	api_quota_take(struct api_req *req, const char *tenant, size_t n);
 /* Give back room taken for jobs that were not created. */
 void	api_quota_refund(const char *tenant, size_t n);
+/* The tenant's count is read again (its jobs were dropped). */
+void	api_quota_forget(const char *tenant);
+/*
+ * Drops the jobs of a deleted topic (NULL: of every topic of the tenant)
+ * from the scheduler: 0, or -1 after answering the error.
+ */
+int	api_drop_jobs(struct api_req *req, const char *tenant,
+	    const char *topic);
 /*
  * Cancels the tenant's job id and gives its quota back: 0, or -1 after
  * answering the error (409 job_finished naming field, which may be NULL;

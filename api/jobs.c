@@ -571,6 +571,17 @@ api_quota_refund(const char *tenant, size_t n)
 	pthread_mutex_unlock(&quota_lock);
 }
 
+void
+api_quota_forget(const char *tenant)
+{
+	struct quota_entry *e;
+
+	pthread_mutex_lock(&quota_lock);
+	if ((e = quota_find_locked(tenant, 0)) != NULL)
+		e->read_mono_us = 0;
+	pthread_mutex_unlock(&quota_lock);
+}
+
 /* ------------------------------------------------------------------ */
 /* Acceptance */
 

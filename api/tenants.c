@@ -341,6 +341,29 @@ api_unfinished_guard(struct api_req *req, const char *tenant,
 	return -1;
 }
 
+int
+api_drop_jobs(struct api_req *req, const char *tenant, const char *topic)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	enum sched_err e;
+	int64_t n = 0;
+
+	if (ctx->sched == NULL)
+		return 0;
+	e = topic != NULL ? sched_drop_topic(ctx->sched, tenant, topic, &n) :
+	    sched_drop_tenant(ctx->sched, tenant, &n);
+	api_quota_forget(tenant);
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, topic != NULL ? "topic" : "tenant");
+		return -1;
+	}
+	if (n > 0)
+		log_info("api: %s%s%s: %lld unfinished or dead job(s) "
+		    "dropped", tenant, topic != NULL ? "/" : "",
+		    topic != NULL ? topic : "", (long long)n);
+	return 0;
+}
+
 static void
 tenant_delete(struct api_req *req)
 {
@@ -360,10 +383,17 @@ tenant_delete(struct api_req *req)
 		journal_refused(req, je, "tenant", t.name);
 		return;
 	}
+	/* Then its jobs leave Redis, before and after the registry (a
+	 * push that loaded the tenant before it went may still land), so
+	 * a tenant made again with this name starts empty. */
+	if (api_drop_jobs(req, t.name, NULL) == -1)
+		return;
 	if ((e = registry_tenant_delete(ctx->reg, t.name)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		return;
 	}
+	if (api_drop_jobs(req, t.name, NULL) == -1)
+		return;
 	api_reply_empty(req, 204);
 }
 

@@ -373,11 +373,16 @@ topic_delete(struct api_req *req)
 		    "nothing was changed, try again", jrnl_strerror(je));
 		goto out;
 	}
+	/* Then its jobs leave Redis, before and after the registry (a
+	 * push that loaded the topic before it went may still land), so
+	 * none is delivered and a topic made again starts empty. */
+	if (api_drop_jobs(req, req->tenant, t->name) == -1)
+		goto out;
 	e = registry_topic_delete(ctx->reg, req->tenant, t->name);
-	if (e == REG_OK)
-		api_reply_empty(req, 204);
-	else
+	if (e != REG_OK)
 		api_reg_error(req, e, "topic");
+	else if (api_drop_jobs(req, req->tenant, t->name) == 0)
+		api_reply_empty(req, 204);
 out:
 	registry_topic_free(t);
 }
