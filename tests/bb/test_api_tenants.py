@@ -231,6 +231,58 @@ def _():
     assert E.admin("DELETE", "/v1/tenants/" + n2)[0] == 204
 
 
+def _reserve(key, q):
+    def once():
+        r = E.req("GET", "/v1/topics/%s/reserve?wait_ms=1000" % q, key=key)
+        return r if r[0] == 200 else None
+    return harness.wait_for(once, what="a job to reserve")[2]
+
+
+@t.test("DELETE ?force=true: a tenant made again with the name starts empty")
+def _():
+    name, key = E.tenant(max_pending=4)
+    q = E.topic(key, mode="pull", ttr_ms=60000)["name"]
+    gone = E.topic(key, mode="pull")["name"]
+    ids = [E.push(key, q, {"n": i})["id"] for i in range(3)]
+    ids.append(E.push(key, gone, {"g": 1}, delay_ms=3600000)["id"])
+    flight = _reserve(key, q)
+    # A topic deleted first leaves nothing behind either.
+    st, _, _ = E.req("DELETE", "/v1/topics/%s?force=true" % gone, key=key)
+    assert st == 204
+    expect_error(E.admin("DELETE", "/v1/tenants/%s?force=maybe" % name),
+                 400, "invalid_field", "force")
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert st == 200 and g["counts"]["in_flight"] == 1, g
+    assert g["counts"]["ready"] == 2, g
+    st, _, _ = E.admin("DELETE", "/v1/tenants/%s?force=true" % name)
+    assert st == 204
+    st, _, b = E.admin("POST", "/v1/tenants",
+                       {"name": name, "max_pending": 4})
+    assert st == 201, b
+    k2 = b["api_key"]
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert st == 200 and all(v == 0 for v in g["counts"].values()), g
+    for jid in ids:
+        expect_error(E.req("GET", "/v1/jobs/" + jid, key=k2), 404,
+                     "job_not_found")
+    for t_ in (q, gone):
+        E.topic(k2, name=t_, mode="pull")
+        st, _, b = E.req("GET", "/v1/topics/%s/reserve?wait_ms=300" % t_,
+                         key=k2)
+        assert st == 204, (st, b)
+    expect_error(E.req("POST", "/v1/jobs/%s/ack" % flight["id"],
+                       {"token": flight["token"]}, key=k2), 404)
+    # The whole quota is the new tenant's.
+    jobs = [{"delay_ms": 60000, "body": i} for i in range(4)]
+    st, _, b = E.req("POST", "/v1/topics/%s/jobs:batch" % q,
+                     {"jobs": jobs}, key=k2)
+    assert st == 200 and all(r["status"] == 201 for r in b["results"]), b
+    # A plain delete finds it empty once those are cancelled.
+    for r in b["results"]:
+        assert E.req("DELETE", "/v1/jobs/" + r["id"], key=k2)[0] == 204
+    assert E.admin("DELETE", "/v1/tenants/" + name)[0] == 204
+
+
 @t.test("an empty admin_key disables the admin API (401)")
 def _():
     with harness.RedisServer() as r, \

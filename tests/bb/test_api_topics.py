@@ -204,6 +204,91 @@ def _():
     assert st == 204
 
 
+ZERO = {"scheduled": 0, "ready": 0, "in_flight": 0, "retrying": 0,
+        "delivered": 0, "dead": 0, "cancelled": 0}
+
+
+def reserve_until(key, q):
+    """Reserve a job of pull topic q (it becomes ready through the timer)."""
+    def once():
+        r = E.reserve(key, q, 1000)
+        return r if r[0] == 200 else None
+    return harness.wait_for(once, what="a job to reserve")[2]
+
+
+@t.test("DELETE ?force=true takes every job of a pull topic out of Redis")
+def _():
+    name, key = E.tenant()
+    q = E.topic(key, mode="pull", retry_schedule="<0>", ttr_ms=60000)["name"]
+    ids = [E.push(key, q, {"n": i})["id"] for i in range(4)]
+    flight = reserve_until(key, q)
+    dead = reserve_until(key, q)
+    st, _, b = E.req("POST", "/v1/jobs/%s/nack" % dead["id"],
+                     {"token": dead["token"]}, key=key)
+    assert st == 200 and b["state"] == "dead", b
+    ids.append(E.push(key, q, {"late": 1}, delay_ms=3600000)["id"])
+    ids.append(E.push(key, q, {"biz": 1}, bizkey="order-1",
+                      delay_ms=3600000)["id"])
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert g["counts"]["ready"] == 2 and g["counts"]["in_flight"] == 1, g
+    # Bad input changes nothing.
+    expect_error(E.req("DELETE", "/v1/topics/%s?force=maybe" % q, key=key),
+                 400, "invalid_field", "force")
+    st, _, g = E.req("GET", "/v1/topics/" + q, key=key)
+    assert st == 200 and g["counts"]["scheduled"] == 2, g
+    st, _, _ = E.req("DELETE", "/v1/topics/%s?force=true" % q, key=key)
+    assert st == 204
+    for jid in ids:
+        expect_error(E.req("GET", "/v1/jobs/" + jid, key=key), 404,
+                     "job_not_found")
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert st == 200 and g["counts"] == ZERO, g
+    expect_error(E.req("POST", "/v1/jobs/%s/ack" % flight["id"],
+                       {"token": flight["token"]}, key=key), 404)
+    # The same name again: a topic with nothing in it.
+    E.topic(key, name=q, mode="pull", retry_schedule="<0>")
+    st, _, g = E.req("GET", "/v1/topics/" + q, key=key)
+    assert st == 200 and g["counts"] == ZERO, g
+    st, _, b = E.reserve(key, q, 300)
+    assert st == 204, (st, b)
+    st, _, b = E.req("GET", "/v1/topics/%s/dead" % q, key=key)
+    assert st == 200 and b["jobs"] == [], b
+    j = E.push(key, q, {"biz": 2}, bizkey="order-1")
+    assert j["id"] not in ids and not j.get("deduplicated"), j
+    assert reserve_until(key, q)["id"] == j["id"]
+    # Nothing left to stop a plain delete once that job is done.
+    st, _, _ = E.req("DELETE", "/v1/jobs/" + j["id"], key=key)
+    assert st == 204
+    st, _, _ = E.req("DELETE", "/v1/topics/" + q, key=key)
+    assert st == 204
+
+
+@t.test("DELETE ?force=true of a push topic: its jobs are never delivered")
+def _():
+    rcv = harness.Receiver(script="200")
+    try:
+        name, key = E.tenant()
+        q = E.topic(key, callback_url=rcv.url("/hook"),
+                    retry_schedule="<0>")["name"]
+        old = [E.push(key, q, {"old": i}, delay_ms=1000)["id"]
+               for i in range(3)]
+        st, _, _ = E.req("DELETE", "/v1/topics/%s?force=true" % q, key=key)
+        assert st == 204
+        E.topic(key, name=q, callback_url=rcv.url("/hook"),
+                retry_schedule="<0>")
+        new = E.push(key, q, {"new": 1}, delay_ms=1500)["id"]
+        rcv.wait_count(1)
+        harness.wait_for(lambda: E.job(key, new)["state"] == "delivered",
+                         what="the new job to be delivered")
+        got = [r.headers["webhook-id"] for r in rcv.requests]
+        assert got == [new], (got, old)
+        st, _, g = E.req("GET", "/v1/topics/" + q, key=key)
+        assert g["counts"]["delivered"] == 1, g
+        assert sum(g["counts"].values()) == 1, g
+    finally:
+        rcv.stop()
+
+
 @t.test("POST /secret rotates; a given secret is taken; bad ones are 400")
 def _():
     q = E.topic(KEY, callback_url=URL)

@@ -106,6 +106,44 @@ def _():
     assert st == 200 and ack["state"] == "delivered", ack
 
 
+@t.test("force-deleting a topic and a tenant drops their jobs on a cluster")
+def _():
+    st, _, tb = D.admin("POST", "/v1/tenants", {"name": unique("t")})
+    assert st == 201, tb
+    k = tb["api_key"]
+
+    def r(method, path, body=None):
+        return D.request(method, path, body, key=k)
+
+    ids = {}
+    for q in ("qa", "qb"):
+        assert r("PUT", "/v1/topics/" + q, {"mode": "pull"})[0] == 201
+        ids[q] = [r("POST", "/v1/topics/%s/jobs" % q,
+                    {"delay_ms": d, "body": i, "bizkey": "b%d" % i})[2]["id"]
+                  for i, d in enumerate((0, 0, 0, 60000))]
+    advance(5)
+    for q in ("qa", "qb"):
+        for n in range(2):
+            st, _, got = r("GET", "/v1/topics/%s/reserve?wait_ms=2000" % q)
+            assert st == 200, got
+        st, _, ack = r("POST", "/v1/jobs/%s/ack" % got["id"],
+                       {"token": got["token"]})
+        assert st == 200 and ack["state"] == "delivered", ack
+    assert r("DELETE", "/v1/topics/qa?force=true")[0] == 204
+    for jid in ids["qa"]:
+        assert r("GET", "/v1/jobs/" + jid)[0] == 404, jid
+    assert r("GET", "/v1/jobs/" + ids["qb"][0])[0] == 200
+    assert D.admin("DELETE", "/v1/tenants/%s?force=true" %
+                   tb["name"])[0] == 204
+    st, _, tb2 = D.admin("POST", "/v1/tenants", {"name": tb["name"]})
+    assert st == 201, tb2
+    for jid in ids["qa"] + ids["qb"]:
+        st, _, b = D.request("GET", "/v1/jobs/" + jid, key=tb2["api_key"])
+        assert st == 404, b
+    st, _, g = D.admin("GET", "/v1/tenants/" + tb["name"])
+    assert all(v == 0 for v in g["counts"].values()), g
+
+
 @t.test("no command was refused for crossing slots")
 def _():
     log = D.log()
