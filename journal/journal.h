@@ -266,7 +266,7 @@ enum jrnl_err jrnl_list_transitions(struct jrnl *j, const char *tenant,
 
 /*
  * Tenants, keys and topics: synchronous.  Puts insert or update.  Deleting
- * a tenant deletes its keys and topics and cancels its unfinished jobs;
+ * a tenant deletes its keys, topics, jobs and transitions;
  * deleting a topic cancels its unfinished jobs.  tenant NULL in a scan means
  * every tenant.
  */

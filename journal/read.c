@@ -544,23 +544,21 @@ jrnl_put_tenant(struct jrnl *j, const struct jrnl_tenant *t)
 enum jrnl_err
 jrnl_delete_tenant(struct jrnl *j, const char *name)
 {
-	struct jrnl_val a[1], c[3];
-	struct wstep s[4] = {
+	struct jrnl_val a[1];
+	struct wstep s[5] = {
 		{ JS_TENANT_DELETE, a, 1 },
 		{ JS_TENANT_KEYS_DELETE, a, 1 },
 		{ JS_TENANT_TOPICS_DELETE, a, 1 },
-		{ JS_TENANT_JOBS_CANCEL, c, 3 },
+		{ JS_TENANT_JOBS_DELETE, a, 1 },
+		{ JS_TENANT_TRANS_DELETE, a, 1 },
 	};
-	int64_t now = clock_wall_ms(), changes = 0;
+	int64_t changes = 0;
 	enum jrnl_err e;
 
 	if (j == NULL || name == NULL)
 		return JRNL_EINVAL;
 	a[0] = jrnl_vtext(name);
-	c[0] = jrnl_vint(now);
-	c[1] = jrnl_vint(now);
-	c[2] = jrnl_vtext(name);
-	e = write_steps(j, s, 4, &changes);
+	e = write_steps(j, s, 5, &changes);
 	if (e == JRNL_OK && changes == 0 && !j->off)
 		return JRNL_ENOTFOUND;
 	return e;

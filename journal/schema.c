@@ -77,9 +77,8 @@ static const char *const common_sql[JS_COUNT] = {
 	[JS_TENANT_DELETE] = "DELETE FROM tenants WHERE name = ?",
 	[JS_TENANT_KEYS_DELETE] = "DELETE FROM api_keys WHERE tenant = ?",
 	[JS_TENANT_TOPICS_DELETE] = "DELETE FROM topics WHERE tenant = ?",
-	[JS_TENANT_JOBS_CANCEL] = "UPDATE jobs SET state = 'cancelled', "
-	    "updated_ms = ?, finished_ms = ? "
-	    "WHERE finished_ms IS NULL AND tenant = ?",
+	[JS_TENANT_JOBS_DELETE] = "DELETE FROM jobs WHERE tenant = ?",
+	[JS_TENANT_TRANS_DELETE] = "DELETE FROM transitions WHERE tenant = ?",
 	[JS_TENANT_SCAN] = "SELECT name, created_ms, settings FROM tenants "
 	    "ORDER BY name",
 	[JS_KEY_REVOKE] = "UPDATE api_keys SET revoked_ms = "

@@ -3,7 +3,8 @@
 does not: a client-given id pushed again after Redis lost its data is the
 same job, not a second delivery; a push refused for want of Redis leaves
 nothing behind, so its retry makes the job; a push deduplicated by its
-bizkey leaves no second job in the journal's listings.  Each case runs on
+bizkey leaves no second job in the journal's listings; a tenant made again
+with a deleted one's name has none of its jobs.  Each case runs on
 SQLite and on MySQL (a private mariadbd).
 """
 
@@ -116,10 +117,36 @@ def case_bizkey_dedup_listing(drv):
         assert st == 200 and j["jobs"] == [], j
 
 
+def case_tenant_made_again(drv):
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        L.ok(opush(d, key, {"topic": q, "id": "cid-1", "body": "old"}), 200)
+        L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                       {"delay_ms": L.HOUR, "body": "old"}, key=key), 201)
+        st, _, _ = d.admin("DELETE", "/v1/tenants/%s?force=true" % name)
+        assert st == 204
+        _, k2 = L.tenant(d, name)
+        L.topic(d, k2, q, mode="pull")
+        # The journal has nothing of the old tenant to list or to match.
+        st, _, j = d.request("GET", "/v1/jobs", key=k2)
+        assert st == 200 and j["jobs"] == [], j
+        b = L.ok(opush(d, k2, {"topic": q, "id": "cid-1", "body": "new"}),
+                 200)
+        assert not b.get("deduplicated"), b
+        st, _, r_ = d.request("GET", "/v1/topics/%s/reserve?wait_ms=5000" %
+                              q, key=k2)
+        assert st == 200 and r_["id"] == "cid-1" and r_["body"] == "new", r_
+
+
 D.each("a client id pushed again after Redis lost its data is the "
        "delivered job", case_client_id_after_loss)
 D.each("a push refused while Redis is away leaves nothing: its retry "
        "makes the job", case_refused_then_retried)
 D.each("a push deduplicated by its bizkey leaves no second job in the "
        "journal", case_bizkey_dedup_listing)
+D.each("a tenant made again with a deleted one's name has none of its "
+       "jobs in the journal", case_tenant_made_again)
 t.done()

@@ -978,7 +978,9 @@ test_meta(void **state)
 	assert_string_equal(tj_get_one(j, "acme", "M2").state, "retrying");
 	assert_int_equal(tj_get_one(j, "acme", "M3").finished_ms, 1);
 
-	/* Deleting a tenant takes its keys and topics, cancels its jobs. */
+	/* Deleting a tenant takes its keys, topics, jobs and transitions. */
+	jobs[0] = tj_job("beta", "x", "B1", "scheduled", 1);
+	assert_int_equal(jrnl_put_jobs(j, jobs, 1), JRNL_OK);
 	assert_int_equal(jrnl_delete_tenant(j, "acme"), JRNL_OK);
 	assert_int_equal(jrnl_delete_tenant(j, "acme"), JRNL_ENOTFOUND);
 	m.n = 0;
@@ -992,7 +994,10 @@ test_meta(void **state)
 	assert_int_equal(jrnl_scan_topics(j, NULL, collect_topic, &m),
 	    JRNL_OK);
 	assert_int_equal(m.n, 1);
-	assert_string_equal(tj_get_one(j, "acme", "M2").state, "cancelled");
+	assert_false(tj_get_one(j, "acme", "M1").found);
+	assert_false(tj_get_one(j, "acme", "M2").found);
+	assert_false(tj_get_one(j, "acme", "M3").found);
+	assert_string_equal(tj_get_one(j, "beta", "B1").state, "scheduled");
 	tj_close(j);
 }
 
