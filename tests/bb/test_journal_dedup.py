@@ -8,6 +8,7 @@ with a deleted one's name has none of its jobs.  Each case runs on
 SQLite and on MySQL (a private mariadbd).
 """
 
+import contextlib
 import os
 import sys
 
@@ -24,13 +25,20 @@ def opush(d, key, body):
     return d.request("POST", "/push", body, key=key)
 
 
-def case_client_id_after_loss(drv):
+@contextlib.contextmanager
+def daemon(drv, **topic_conf):
+    """A Redis, a retryd journaling to a fresh journal of driver drv,
+    a tenant and a topic: (redis, retryd, tenant, key, topic)."""
     with harness.RedisServer() as r, \
-            harness.Receiver(script="200") as rcv, \
             harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, callback_url=rcv.url("/hook"))
+        name, key = L.tenant(d)
+        yield r, d, name, key, L.topic(d, key, **topic_conf)
+
+
+def case_client_id_after_loss(drv):
+    with harness.Receiver(script="200") as rcv, \
+            daemon(drv, callback_url=rcv.url("/hook")) as (r, d, _, key, q):
         b = L.ok(opush(d, key, {"topic": q, "id": "order-1",
                                 "body": "first"}), 200)
         assert b["id"] == "order-1" and not b.get("deduplicated"), b
@@ -59,11 +67,7 @@ def case_client_id_after_loss(drv):
 
 
 def case_refused_then_retried(drv):
-    with harness.RedisServer() as r, \
-            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
-        L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+    with daemon(drv, mode="pull") as (r, d, _, key, q):
         r.stop()
         st, _, b = opush(d, key, {"topic": q, "id": "pay-7",
                                   "delay": L.HOUR})
@@ -89,11 +93,7 @@ def case_refused_then_retried(drv):
 
 
 def case_bizkey_dedup_listing(drv):
-    with harness.RedisServer() as r, \
-            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
-        L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+    with daemon(drv, mode="pull") as (r, d, _, key, q):
         push = "/v1/topics/%s/jobs" % q
         first = L.ok(d.request("POST", push, {"delay_ms": L.HOUR,
                                               "bizkey": "ph1",
@@ -118,11 +118,7 @@ def case_bizkey_dedup_listing(drv):
 
 
 def case_tenant_made_again(drv):
-    with harness.RedisServer() as r, \
-            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
-        L.ready(d)
-        name, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+    with daemon(drv, mode="pull") as (r, d, name, key, q):
         L.ok(opush(d, key, {"topic": q, "id": "cid-1", "body": "old"}), 200)
         L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
                        {"delay_ms": L.HOUR, "body": "old"}, key=key), 201)

@@ -204,6 +204,13 @@ def wait_restore(d, since, timeout=60):
     return tuple(int(x) for x in m.groups())
 
 
+def lose_redis(d, r, timeout=60):
+    """FLUSHALL r under d, then wait for d's rebuild: wait_restore()."""
+    mark = d.log_mark()
+    r.cmd("FLUSHALL")
+    return wait_restore(d, mark, timeout)
+
+
 def ready(d, since=0):
     """Wait for /readyz, and for the rebuild a Redis without the schema
     marker gets at start (so later counts are the test's own)."""

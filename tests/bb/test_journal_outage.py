@@ -102,9 +102,7 @@ def outage(drv):
         ids += L.push_batches(d, key, q, 5)
         assert L.counts(d, key, q)["scheduled"] == 10
         # The journal holds every accepted job: lose Redis, get them back.
-        mark = d.log_mark()
-        r.cmd("FLUSHALL")
-        _, _, _, restored, _ = L.wait_restore(d, mark)
+        _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 10, restored
         L.advance(d, 2 * L.HOUR)
         rcv.wait_count(10, timeout=20)

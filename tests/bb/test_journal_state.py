@@ -74,9 +74,7 @@ def case_finished(drv):
                             key=key), 200)
         assert o1["id"] == o2["id"] == "order-1" and \
             o2.get("deduplicated"), (o1, o2)
-        mark = d.log_mark()
-        r.cmd("FLUSHALL")
-        _, _, _, restored, present = L.wait_restore(d, mark)
+        _, _, _, restored, present = L.lose_redis(d, r)
         assert restored == 3 and present == 0, (restored, present)
         assert job_state(d, key, a) == 404, "a delivered job came back"
         assert job_state(d, key, b) == 404, "a cancelled job came back"
@@ -127,9 +125,7 @@ def case_due(drv):
         harness.wait_for(lambda: job_state(d, key, g) == "retrying", 20,
                          "the first attempt of g to fail")
         before = {j: L.ok(get(d, key, "/v1/jobs/" + j)) for j in (f, g)}
-        mark = d.log_mark()
-        r.cmd("FLUSHALL")
-        _, _, _, restored, _ = L.wait_restore(d, mark)
+        _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 2, restored
         for j in (f, g):
             after = L.ok(get(d, key, "/v1/jobs/" + j))
@@ -195,9 +191,7 @@ def case_rows_per_attempt(drv):
         # The API's attempts come from Redis, as before.
         ga = L.ok(get(d, key, "/v1/jobs/" + g))
         assert [x["status"] for x in ga["attempts"]] == [500], ga
-        mark = d.log_mark()
-        r.cmd("FLUSHALL")
-        _, _, _, restored, _ = L.wait_restore(d, mark)
+        _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 2, restored
         assert job_state(d, key, a) == 404, "a delivered job came back"
         after = L.ok(get(d, key, "/v1/jobs/" + g))
@@ -220,9 +214,7 @@ def case_rows_per_attempt(drv):
         harness.wait_for(lambda: ("in_flight", "delivered", 1) in
                          trans_rows(drv, url, p), 20, "p's ack row")
         assert trans_rows(drv, url, p) == want[p], trans_rows(drv, url, p)
-        mark = d.log_mark()
-        r.cmd("FLUSHALL")
-        _, _, _, restored, _ = L.wait_restore(d, mark)
+        _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 1, restored
         assert job_state(d, key, p) == 404, "an acked job came back"
         assert job_state(d, key, g) == "retrying"
@@ -250,9 +242,7 @@ def case_registry(drv):
         assert d.admin("DELETE", "/v1/tenants/" + other)[0] == 204
         tb = L.ok(d.admin("GET", "/v1/tenants/" + name), 200)
         for loss in range(2):
-            mark = d.log_mark()
-            r.cmd("FLUSHALL")
-            got = L.wait_restore(d, mark)
+            got = L.lose_redis(d, r)
             assert got[:3] == (1, 2, 1), got
             for k in (k1, k2["api_key"]):
                 assert get(d, k, "/v1/topics")[0] == 200
@@ -364,9 +354,7 @@ def case_redrive(drv):
                          len(attempts("/fb")) == 4, 20, "a new attempt each")
         for j in (a, b):
             assert L.ok(get(d, key, "/v1/jobs/" + j))["attempt_count"] == 0
-        mark = d.log_mark()
-        r.cmd("FLUSHALL")
-        _, _, _, restored, _ = L.wait_restore(d, mark)
+        _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 2, restored
         for j in (a, b):
             after = L.ok(get(d, key, "/v1/jobs/" + j))
