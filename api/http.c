@@ -725,6 +725,40 @@ api_resume(struct api_req *req)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+void
+api_hold_init(struct api_hold *h, struct api_req *req, int refs)
+{
+	pthread_mutex_init(&h->mu, NULL);
+	h->refs = refs;
+	h->req = req;
+}
+
+void
+api_hold_ref(struct api_hold *h)
+{
+	pthread_mutex_lock(&h->mu);
+	h->refs++;
+	pthread_mutex_unlock(&h->mu);
+}
+
+int
+api_hold_drop(struct api_hold *h, int the_request)
+{
+	int last;
+
+	/* A worker's reference goes in the same hold of mu as its resume. */
+	pthread_mutex_lock(&h->mu);
+	if (the_request)
+		h->req = NULL;
+	else if (h->req != NULL)
+		api_resume(h->req);
+	last = --h->refs == 0;
+	pthread_mutex_unlock(&h->mu);
+	if (last)
+		pthread_mutex_destroy(&h->mu);
+	return last;
+}
+
 int
 api_client_gone(struct api_req *req)
 {

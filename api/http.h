@@ -12,6 +12,7 @@
 #ifndef RETRYD_API_HTTP_H
 #define RETRYD_API_HTTP_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -122,6 +123,27 @@ const char *api_query(struct api_req *req, const char *name);
 void	api_suspend(struct api_req *req);
 /* Call the handler of a suspended req again (any thread). */
 void	api_resume(struct api_req *req);
+
+/*
+ * A parked request shared with the threads working for it (the journal's
+ * writer, a pusher): each holds a reference.  The request's own goes when
+ * it ends (its free_state), a worker's when the worker is done, which
+ * resumes the request if it is still there.  Whoever drops the last one
+ * frees what the hold is part of.  mu may also guard the owner's fields.
+ */
+struct api_hold {
+	pthread_mutex_t	 mu;
+	int		 refs;
+	struct api_req	*req;		/* NULL once the request ended */
+};
+void	api_hold_init(struct api_hold *h, struct api_req *req, int refs);
+void	api_hold_ref(struct api_hold *h);
+/*
+ * Drops a reference: the request's (the_request) or a worker's (resuming
+ * the request).  1 when it was the last: h's mutex is destroyed, and the
+ * caller frees what holds h.
+ */
+int	api_hold_drop(struct api_hold *h, int the_request);
 
 /*
  * 1 when the client has closed its end of the connection or reset it (a

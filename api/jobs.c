@@ -585,11 +585,6 @@ api_quota_forget(const char *tenant)
 /* ------------------------------------------------------------------ */
 /* Acceptance */
 
-/*
- * A client-given id that names a job Redis has: answered from Redis (200,
- * deduplicated; 409 when it is another topic's), never journaled.  1 when
- * answered so, 0 when the id is free, -1 after answering an error.
- */
 /* What the journal knows of a client-given id (journal_id_exists). */
 struct journal_seen {
 	int	found;
@@ -653,6 +648,12 @@ journal_id_exists(struct api_req *req, const struct registry_topic *t,
 	return 1;
 }
 
+/*
+ * A client-given id that names a job Redis has, or the journal has within
+ * journal_id_exists()'s window: answered so (200, deduplicated; 409 when
+ * it is another topic's), never journaled.  1 when answered so, 0 when the
+ * id is free, -1 after answering an error.
+ */
 static int
 client_id_exists(struct api_req *req, const struct registry_topic *t,
     struct api_job_in *j)
@@ -703,9 +704,7 @@ sched_status(enum sched_err e)
 }
 
 struct api_accept_priv {
-	pthread_mutex_t		 mu;
-	int			 refs;		/* the request, the journal */
-	struct api_req		*req;		/* NULL once it is gone */
+	struct api_hold		 hold;		/* the request, the journal */
 	int			 jerr;		/* the journal's answer */
 	int			 phase;		/* 0 new, 1 journaling, 2 */
 	size_t			 quota_held;	/* to give back if gone */
@@ -736,31 +735,17 @@ accept_destroy(struct api_accept *a)
 	registry_topic_free(a->t);
 	json_object_put(a->body);
 	free(p->known);
-	pthread_mutex_destroy(&p->mu);
 	free(p);
 	free(a);
-}
-
-/* Drop a reference: the request's (free_state) or the journal's. */
-static void
-accept_unref(struct api_accept *a, int the_request)
-{
-	struct api_accept_priv *p = a->priv;
-	int last;
-
-	pthread_mutex_lock(&p->mu);
-	if (the_request)
-		p->req = NULL;
-	last = --p->refs == 0;
-	pthread_mutex_unlock(&p->mu);
-	if (last)
-		accept_destroy(a);
 }
 
 static void
 accept_free_state(void *state)
 {
-	accept_unref(state, 1);
+	struct api_accept *a = state;
+
+	if (api_hold_drop(&a->priv->hold, 1))
+		accept_destroy(a);
 }
 
 struct api_accept *
@@ -769,9 +754,7 @@ api_accept_new(struct api_req *req, size_t n)
 	struct api_accept *a = xcalloc(1, sizeof(*a));
 	struct api_accept_priv *p = xcalloc(1, sizeof(*p));
 
-	pthread_mutex_init(&p->mu, NULL);
-	p->refs = 1;
-	p->req = req;
+	api_hold_init(&p->hold, req, 1);
 	snprintf(p->tenant, sizeof(p->tenant), "%s", req->tenant);
 	a->priv = p;
 	a->n = n;
@@ -781,20 +764,14 @@ api_accept_new(struct api_req *req, size_t n)
 	return a;
 }
 
-/* Have the handler called again (if the request is still there). */
+/*
+ * Have the handler called again (if the request is still there), our
+ * reference dropped.
+ */
 static void
 accept_wake(struct api_accept *a)
 {
-	struct api_accept_priv *p = a->priv;
-	int last;
-
-	/* Our reference dropped in the same hold of mu. */
-	pthread_mutex_lock(&p->mu);
-	if (p->req != NULL)
-		api_resume(p->req);
-	last = --p->refs == 0;
-	pthread_mutex_unlock(&p->mu);
-	if (last)
+	if (api_hold_drop(&a->priv->hold, 0))
 		accept_destroy(a);
 }
 
@@ -1012,7 +989,7 @@ api_push_stop(void)
  * The journal's callback (its writer thread, or ours): note the answer;
  * committed, the request goes to the pushers, else the handler answers 503.
  * The request may have been answered and freed meanwhile (the server
- * stopping): then p->req is NULL, and what the journal has is still pushed
+ * stopping): then p->hold.req is NULL, and what the journal has is still pushed
  * while the pushers run.
  */
 static void
@@ -1046,9 +1023,7 @@ accept_journal_wait(struct api_req *req, struct api_accept *a,
 	struct api_accept_priv *p = a->priv;
 	enum jrnl_err e;
 
-	pthread_mutex_lock(&p->mu);
-	p->refs++;
-	pthread_mutex_unlock(&p->mu);
+	api_hold_ref(&p->hold);
 	p->phase = 1;
 	api_suspend(req);
 	e = api_journal_jobs_cb(req, req->tenant, a->t->name, jobs, n,
@@ -1177,9 +1152,7 @@ accept_push_wait(struct api_req *req, struct api_accept *a)
 	/* Stopped only after the server, so not between here and there. */
 	if (!push_running())
 		return 0;
-	pthread_mutex_lock(&p->mu);
-	p->refs++;
-	pthread_mutex_unlock(&p->mu);
+	api_hold_ref(&p->hold);
 	p->phase = 1;
 	api_suspend(req);
 	if (push_queue(a) == -1)

@@ -1,7 +1,7 @@
 /*
  * jobs_journal.c - what the job routes read from and write to the journal:
- * the one place where accepted jobs are journaled, the marks that keep a
- * journaled job Redis did not make from coming back in a restore, and the
+ * the one place where accepted jobs are journaled, the removals that keep
+ * a journaled job Redis did not make from coming back in a restore, and the
  * listing of a tenant's jobs (the journal indexes them by tenant, Redis
  * does not).
  *
@@ -12,10 +12,11 @@
  * way for their transitions, through api_change_durable() and a flush
  * ticket of the journal.
  *
- * Key decision: a journaled job that Redis does not make is marked
- * cancelled through an ordinary transition, and in sync mode the caller
- * flushes the transitions before it answers, so the mark is durable
- * whenever the answer says the job was not made (or was deduplicated).
+ * Key decision: the row of a journaled job that Redis does not make is
+ * removed through an ordinary (void) transition, and in sync mode the
+ * caller flushes the transitions before it answers, so the removal is
+ * durable whenever the answer says the job was not made (or was
+ * deduplicated).
  */
 #include "config.h"
 
@@ -132,42 +133,25 @@ api_journal_jobs_cb(struct api_req *req, const char *tenant,
 }
 
 /*
- * A change waiting for its transitions' commit.  Shared by the request
- * (its free_state) and the journal's callback: the last to let go frees
- * it, so a request that ends first (the server stopping) leaves it to the
- * callback.
+ * A change waiting for its transitions' commit, held by the request (its
+ * free_state) and the journal's callback: the last to let go frees it, so
+ * a request that ends first (the server stopping) leaves it to the
+ * callback.  hold.mu guards done and err.
  */
 struct change_wait {
-	pthread_mutex_t	 mu;
-	int		 refs;
-	struct api_req	*req;		/* NULL once the request ends */
+	struct api_hold	 hold;
 	int		 done;
 	enum jrnl_err	 err;
 	int64_t		 value;
 };
 
 static void
-change_unref(struct change_wait *cw, int the_request)
-{
-	int last;
-
-	pthread_mutex_lock(&cw->mu);
-	if (the_request)
-		cw->req = NULL;
-	else if (cw->req != NULL)
-		api_resume(cw->req);
-	last = --cw->refs == 0;
-	pthread_mutex_unlock(&cw->mu);
-	if (last) {
-		pthread_mutex_destroy(&cw->mu);
-		free(cw);
-	}
-}
-
-static void
 change_free_state(void *state)
 {
-	change_unref(state, 1);
+	struct change_wait *cw = state;
+
+	if (api_hold_drop(&cw->hold, 1))
+		free(cw);
 }
 
 /* The journal's callback (its writer, or this thread before the return). */
@@ -176,11 +160,12 @@ change_committed(enum jrnl_err err, void *arg)
 {
 	struct change_wait *cw = arg;
 
-	pthread_mutex_lock(&cw->mu);
+	pthread_mutex_lock(&cw->hold.mu);
 	cw->err = err;
 	cw->done = 1;
-	pthread_mutex_unlock(&cw->mu);
-	change_unref(cw, 0);
+	pthread_mutex_unlock(&cw->hold.mu);
+	if (api_hold_drop(&cw->hold, 0))
+		free(cw);
 }
 
 int
@@ -191,9 +176,9 @@ api_change_durable(struct api_req *req, int64_t *value)
 	enum jrnl_err e;
 
 	if (cw != NULL) {		/* called again: the commit's answer */
-		pthread_mutex_lock(&cw->mu);
+		pthread_mutex_lock(&cw->hold.mu);
 		e = cw->done ? cw->err : JRNL_EUNAVAIL;
-		pthread_mutex_unlock(&cw->mu);
+		pthread_mutex_unlock(&cw->hold.mu);
 		if (value != NULL)
 			*value = cw->value;
 		if (e == JRNL_OK)
@@ -210,9 +195,7 @@ api_change_durable(struct api_req *req, int64_t *value)
 	if (ctx->jrnl == NULL || conf.journal_mode != CONF_JOURNAL_SYNC)
 		return 0;
 	cw = xcalloc(1, sizeof(*cw));
-	pthread_mutex_init(&cw->mu, NULL);
-	cw->refs = 2;			/* the request, the journal */
-	cw->req = req;
+	api_hold_init(&cw->hold, req, 2);	/* the request, the journal */
 	cw->value = value != NULL ? *value : 0;
 	req->state = cw;
 	req->free_state = change_free_state;
