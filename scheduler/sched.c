@@ -836,17 +836,17 @@ static enum sched_err
 drop_shard(struct sched *s, redisContext *c, const char *tenant, int shard,
     const char *topic, int waiting, int finished, int64_t *n, int *broken)
 {
-	static const char sets[] = { 'f', 'z' };
-	int64_t at = 0, left;
+	char sets[3];
+	int64_t at, left;
 	enum sched_err e = SCHED_OK;
-	size_t i;
+	size_t i, nsets = 0;
 
 	if (waiting)
-		do
-			e = sched_st_drop(s, c, tenant, shard, topic, '\0',
-			    &at, &left, n, broken);
-		while (e == SCHED_OK && left > 0);
-	for (i = 0; i < (finished ? 2u : 1u) && e == SCHED_OK; i++) {
+		sets[nsets++] = '\0';
+	sets[nsets++] = 'f';
+	if (finished)
+		sets[nsets++] = 'z';
+	for (i = 0; i < nsets && e == SCHED_OK; i++) {
 		at = 0;
 		do
 			e = sched_st_drop(s, c, tenant, shard, topic, sets[i],

@@ -14,7 +14,7 @@
 -- each unfinished or dead job taken is listed, its head with the state it
 -- had, for the transition to cancelled.
 local topic, batch, mode = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local taken, report, deltas = {}, {}, {}
+local taken, report, deltas = {}, {}, {}	-- deltas[topic][state]
 local next_at = 0
 
 -- Takes from set skey the jobs of ids (records recs, nil when gone) that
@@ -34,8 +34,9 @@ local function take(skey, ids, recs, any)
 				report[#report + 1] = idk
 				report[#report + 1] = head_of(rec, j)
 			end
-			local k = j.topic .. ':' .. STATE_S[j.state + 1]
-			deltas[k] = (deltas[k] or 0) - 1
+			local d = deltas[j.topic] or {}
+			deltas[j.topic] = d
+			d[j.state] = (d[j.state] or 0) - 1
 			if j.biz then
 				local f = j.topic .. ':' .. j.biz
 				if call_kept(false, 'HGET', KEYS[3], f) == idk then
@@ -89,10 +90,10 @@ if #taken > 0 then
 	call_kept(0, 'HDEL', KEYS[4], unpack(taken))
 end
 -- The counts, of the topic's state then of the shard's, each field once.
-for f, d in pairs(deltas) do
-	local c = string.find(f, ':[^:]*$')
-	local t, st = string.sub(f, 1, c - 1), tonumber(string.sub(f, c + 1))
-	count(KEYS[2], t, st, d)
+for t, by_state in pairs(deltas) do
+	for st, d in pairs(by_state) do
+		count(KEYS[2], t, st, d)
+	end
 end
 local out = {left, next_at}
 for i = 1, #report do
