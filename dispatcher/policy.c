@@ -184,10 +184,10 @@ is_localhost(const char *host)
 /*
  * NULL when host (no brackets) is spelled as a resolver takes it: labels
  * of ASCII letters, digits, hyphens and underscores (container networks
- * name hosts so), one trailing dot at most, and a
- * last label not all digits (that is an IPv4 address, checked apart);
- * else why not.  curl refuses the rest only when it connects, so a topic
- * would take a callback URL that no attempt can reach.
+ * name hosts so), one trailing dot at most, and a last label not all
+ * digits (that is an IPv4 address, checked apart); else why not.  curl
+ * refuses the rest only when it connects, so a topic would take a
+ * callback URL that no attempt can reach.
  */
 static const char *
 host_syntax(const char *host)
