@@ -46,6 +46,13 @@ void	api_reg_error(struct api_req *req, enum reg_err e, const char *what);
  */
 int	api_topic_load(struct api_req *req, const char *name,
 	    struct registry_topic **out);
+/*
+ * The same, the cached topic itself, shared and read-only
+ * (registry_topic_hold; give it back with registry_topic_release): the
+ * push routes' lookup, one per request, without a copy.
+ */
+int	api_topic_hold(struct api_req *req, const char *name,
+	    const struct registry_topic **out);
 
 /*
  * A job's body as JSON: the value it parses as, else (and when it holds
@@ -104,7 +111,7 @@ int	api_job_parse(struct api_req *req, json_object *obj,
  * with the same state and calls api_jobs_accept() again.
  */
 struct api_accept {
-	struct registry_topic	*t;
+	const struct registry_topic *t;	/* held (registry_topic_hold) */
 	json_object		*body;
 	struct api_job_in	*jobs;
 	size_t			 n;

@@ -732,7 +732,7 @@ accept_destroy(struct api_accept *a)
 	for (i = 0; a->jobs != NULL && i < a->n; i++)
 		api_job_in_clear(&a->jobs[i]);
 	free(a->jobs);
-	registry_topic_free(a->t);
+	registry_topic_release(a->t);
 	json_object_put(a->body);
 	free(p->known);
 	free(p);
@@ -1242,7 +1242,7 @@ job_push(struct api_req *req)
 
 	if (a == NULL) {
 		a = api_accept_new(req, 1);
-		if (api_topic_load(req, req->param[0], &a->t) == -1 ||
+		if (api_topic_hold(req, req->param[0], &a->t) == -1 ||
 		    api_body_json(req, &a->body) == -1 ||
 		    api_job_parse(req, a->body, a->t, API_JOB_V1, "", NULL,
 		    &a->jobs[0]) == -1)
@@ -1289,7 +1289,7 @@ batch_parse(struct api_req *req)
 	char prefix[32];
 	size_t i, n, limit = (size_t)CONF_GET(limit_batch);
 
-	if (api_topic_load(req, req->param[0], &a->t) == -1 ||
+	if (api_topic_hold(req, req->param[0], &a->t) == -1 ||
 	    api_body_json(req, &a->body) == -1 ||
 	    api_json_only(req, a->body, allowed, "") == -1)
 		return -1;

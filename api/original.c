@@ -60,7 +60,7 @@ push(struct api_req *req)
 			    "topic is required");
 			return;
 		}
-		if (api_topic_load(req, topic, &a->t) == -1 ||
+		if (api_topic_hold(req, topic, &a->t) == -1 ||
 		    api_job_parse(req, a->body, a->t, API_JOB_ORIGINAL, "",
 		    NULL, &a->jobs[0]) == -1)
 			return;

@@ -43,17 +43,13 @@
 #define DEAD_LIMIT_MAX		1000
 #define CURSOR_MAX		256
 
-int
-api_topic_load(struct api_req *req, const char *name,
-    struct registry_topic **out)
+/*
+ * The lookup of api_topic_load and api_topic_hold: the registry's answer
+ * e for topic name, as 404 or 503.  0 when found.
+ */
+static int
+topic_found(struct api_req *req, const char *name, enum reg_err e)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
-	enum reg_err e;
-
-	*out = NULL;
-	if (api_check_topic(req, name) == -1)
-		return -1;
-	e = registry_topic_get(ctx->reg, req->tenant, name, out);
 	if (e == REG_ENOTFOUND) {
 		api_error(req, 404, "topic_not_found", "topic",
 		    "no topic named %s", name);
@@ -64,6 +60,32 @@ api_topic_load(struct api_req *req, const char *name,
 		return -1;
 	}
 	return 0;
+}
+
+int
+api_topic_load(struct api_req *req, const char *name,
+    struct registry_topic **out)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+
+	*out = NULL;
+	if (api_check_topic(req, name) == -1)
+		return -1;
+	return topic_found(req, name,
+	    registry_topic_get(ctx->reg, req->tenant, name, out));
+}
+
+int
+api_topic_hold(struct api_req *req, const char *name,
+    const struct registry_topic **out)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+
+	*out = NULL;
+	if (api_check_topic(req, name) == -1)
+		return -1;
+	return topic_found(req, name,
+	    registry_topic_hold(ctx->reg, req->tenant, name, out));
 }
 
 json_object *

@@ -117,6 +117,15 @@ registry_topic_free(struct registry_topic *t)
 }
 
 void
+registry_topic_release(const struct registry_topic *t)
+{
+	struct registry_topic *m = (struct registry_topic *)t;
+
+	if (m != NULL && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		registry_topic_free(m);
+}
+
+void
 registry_topic_add_header(struct registry_topic *t, const char *name,
     const char *value)
 {
@@ -174,6 +183,7 @@ topic_dup(const struct registry_topic *src)
 	size_t i;
 
 	*t = *src;
+	t->refs = 0;
 	t->callback_url = src->callback_url ? xstrdup(src->callback_url) :
 	    NULL;
 	t->headers = NULL;
@@ -313,7 +323,8 @@ centry_free(struct centry *e)
 {
 	if (e == NULL)
 		return;
-	registry_topic_free(e->topic);
+	if (e->topic != NULL)
+		registry_topic_release(e->topic);
 	free(e->key);
 	free(e);
 }
@@ -1056,29 +1067,42 @@ out:
 	return err;
 }
 
+/*
+ * What a lookup hands back: a copy (*out), the cached topic itself with a
+ * reference taken (*held; called under reg->lock or before the topic is
+ * cached), and/or the scheduler's part (*info).
+ */
+struct topic_want {
+	struct registry_topic		**out;
+	const struct registry_topic	**held;
+	struct sched_topic_info		 *info;
+};
+
 static void
-topic_answer(const struct registry_topic *t, struct registry_topic **out,
-    struct sched_topic_info *info)
+topic_answer(struct registry_topic *t, const struct topic_want *w)
 {
-	if (out != NULL)
-		*out = topic_dup(t);
-	if (info != NULL) {
-		info->push = t->mode == REG_MODE_PUSH;
-		info->max_in_flight = t->max_in_flight;
-		info->timeout_ms = t->timeout_ms;
-		info->ttr_ms = t->ttr_ms;
-		info->schedule = t->schedule;
+	if (w->out != NULL)
+		*w->out = topic_dup(t);
+	if (w->held != NULL) {
+		__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+		*w->held = t;
+	}
+	if (w->info != NULL) {
+		w->info->push = t->mode == REG_MODE_PUSH;
+		w->info->max_in_flight = t->max_in_flight;
+		w->info->timeout_ms = t->timeout_ms;
+		w->info->ttr_ms = t->ttr_ms;
+		w->info->schedule = t->schedule;
 	}
 }
 
 /*
- * From the cache, or Redis then the cache.  Fills *out (a copy) and/or
- * *info when found.  stale != 0 accepts an expired entry.
+ * From the cache, or Redis then the cache.  Answers as w asks when
+ * found.  stale != 0 accepts an expired entry.
  */
 static int
 topic_cached(struct registry *reg, const char *key, int stale,
-    struct registry_topic **out, struct sched_topic_info *info,
-    enum reg_err *err)
+    const struct topic_want *w, enum reg_err *err)
 {
 	struct centry *e;
 
@@ -1090,7 +1114,7 @@ topic_cached(struct registry *reg, const char *key, int stale,
 	}
 	*err = e->found ? REG_OK : REG_ENOTFOUND;
 	if (e->found)
-		topic_answer(e->topic, out, info);
+		topic_answer(e->topic, w);
 	pthread_mutex_unlock(&reg->lock);
 	return 1;
 }
@@ -1101,31 +1125,35 @@ topic_cached(struct registry *reg, const char *key, int stale,
  */
 static enum reg_err
 topic_lookup(struct registry *reg, const char *tenant, const char *topic,
-    struct registry_topic **out, struct sched_topic_info *info)
+    const struct topic_want *w)
 {
 	char key[REG_TENANT_MAX + REG_TOPIC_MAX + 4];
 	struct registry_topic *t = NULL;
 	struct centry *e;
 	enum reg_err err;
 
-	if (out != NULL)
-		*out = NULL;
+	if (w->out != NULL)
+		*w->out = NULL;
+	if (w->held != NULL)
+		*w->held = NULL;
 	if (strlen(tenant) > REG_TENANT_MAX || strlen(topic) > REG_TOPIC_MAX)
 		return REG_ENOTFOUND;
 	snprintf(key, sizeof(key), "%c:%s/%s", CE_TOPIC, tenant, topic);
-	if (topic_cached(reg, key, 0, out, info, &err))
+	if (topic_cached(reg, key, 0, w, &err))
 		return err;
 	err = topic_fetch(reg, tenant, topic, &t);
 	if (err == REG_OK || err == REG_ENOTFOUND) {
-		if (t != NULL)
-			topic_answer(t, out, info);
+		if (t != NULL) {
+			t->refs = 1;	/* the cache's */
+			topic_answer(t, w);
+		}
 		e = centry_new(CE_TOPIC, tenant, topic);
 		e->found = t != NULL;
 		e->topic = t;
 		cache_put(reg, e);
 		return err;
 	}
-	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, out, info, &err))
+	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err))
 		return err;
 	return err;
 }
@@ -1134,15 +1162,28 @@ enum reg_err
 registry_topic_get(struct registry *reg, const char *tenant,
     const char *topic, struct registry_topic **out)
 {
-	return topic_lookup(reg, tenant, topic, out, NULL);
+	struct topic_want w = { out, NULL, NULL };
+
+	return topic_lookup(reg, tenant, topic, &w);
+}
+
+enum reg_err
+registry_topic_hold(struct registry *reg, const char *tenant,
+    const char *topic, const struct registry_topic **out)
+{
+	struct topic_want w = { NULL, out, NULL };
+
+	return topic_lookup(reg, tenant, topic, &w);
 }
 
 int
 registry_topic_info(struct registry *reg, const char *tenant,
     const char *topic, struct sched_topic_info *out)
 {
+	struct topic_want w = { NULL, NULL, out };
+
 	memset(out, 0, sizeof(*out));
-	return topic_lookup(reg, tenant, topic, NULL, out) == REG_OK &&
+	return topic_lookup(reg, tenant, topic, &w) == REG_OK &&
 	    out->schedule.n > 0 ? 0 : -1;
 }
 

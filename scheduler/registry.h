@@ -136,6 +136,8 @@ struct registry_topic {
 	struct retry_schedule schedule;
 	int64_t	 created_ms;
 	int64_t	 updated_ms;
+	/* The registry's own: references to a cached topic (0: not shared). */
+	int	 refs;
 };
 
 /* A zeroed topic. */
@@ -163,6 +165,16 @@ enum reg_err registry_topic_put(struct registry *reg,
 /* A copy of the topic (the caller's, registry_topic_free()). */
 enum reg_err registry_topic_get(struct registry *reg, const char *tenant,
 	    const char *topic, struct registry_topic **out);
+/*
+ * The cached topic itself, shared and read-only, for the push path, which
+ * only reads it: no copy per request.  Give it back with
+ * registry_topic_release(); a later change of the topic replaces the
+ * cache's entry and leaves a held one as it was.
+ */
+enum reg_err registry_topic_hold(struct registry *reg, const char *tenant,
+	    const char *topic, const struct registry_topic **out);
+/* Drops a reference from registry_topic_hold().  Accepts NULL. */
+void	registry_topic_release(const struct registry_topic *t);
 /* The tenant's topics sorted by name; free with registry_topic_list_free. */
 enum reg_err registry_topic_list(struct registry *reg, const char *tenant,
 	    struct registry_topic ***out, size_t *n);
