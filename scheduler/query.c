@@ -2,8 +2,8 @@
  * query.c - the scheduler's reads: a job with its attempt log, counts per
  * state, the dead letters of a topic newest first, which shards hold a
  * topic's best ready jobs (reading only the shards heads.c does not know),
- * a bizkey's job.  Plain commands, no scripts: a read
- * needs no atomicity beyond one command's.
+ * a bizkey's job (one, or many in two round trips).  Plain commands, no
+ * scripts: a read needs no atomicity beyond one command's.
  *
  * Key decision: a read that spans a tenant's shards is one pipeline of one
  * command per shard (one round trip), merged here: counts are summed, the
@@ -620,5 +620,121 @@ out:
 	free(argv);
 	free(lens);
 	free(r);
+	return e;
+}
+
+/*
+ * The unfinished jobs holding bizkeys[0..n) in topic: one pipeline of HGETs
+ * of the bizkey indexes, one of the records they name (in the same shards).
+ * A bizkey indexed for a job that is gone or finished names none, as in
+ * push.lua.
+ */
+enum sched_err
+sched_q_bizkeys(struct sched *s, redisContext *c, const char *tenant,
+    const char *topic, const char *const *bizkeys, size_t n,
+    struct sched_push_result *res, int *found, int *broken)
+{
+	char (*keys)[SCHED_KEY_MAX], **fields;
+	const char **argv;
+	size_t *lens, *at, *of, m = 0, k = 0, i, j;
+	int *shard, nr = 0, nrj = 0;
+	redisReply **r, **rj;
+	struct sched_job *job;
+	enum sched_err e = SCHED_OK;
+
+	memset(found, 0, n * sizeof(*found));
+	keys = xcalloc(n + 1, sizeof(*keys));
+	fields = xcalloc(n + 1, sizeof(*fields));
+	argv = xcalloc(3 * n + 3, sizeof(*argv));
+	lens = xcalloc(3 * n + 3, sizeof(*lens));
+	at = xcalloc(n + 1, sizeof(*at));
+	of = xcalloc(n + 1, sizeof(*of));
+	shard = xcalloc(n + 1, sizeof(*shard));
+	r = xcalloc(n + 1, sizeof(*r));
+	rj = xcalloc(n + 1, sizeof(*rj));
+	for (i = 0; i < n; i++) {
+		if (bizkeys[i] == NULL || bizkeys[i][0] == '\0' ||
+		    strlen(bizkeys[i]) > SCHED_BIZKEY_MAX)
+			continue;
+		shard[m] = sched_shard_for(s, bizkeys[i], NULL);
+		sched_key(keys[m], tenant, shard[m], "b", NULL);
+		fields[m] = xasprintf("%s:%s", topic, bizkeys[i]);
+		argv[3 * m] = "HGET";
+		lens[3 * m] = 4;
+		argv[3 * m + 1] = keys[m];
+		lens[3 * m + 1] = strlen(keys[m]);
+		argv[3 * m + 2] = fields[m];
+		lens[3 * m + 2] = strlen(fields[m]);
+		at[m++] = i;
+	}
+	if (m == 0 || (e = pipeline(s, c, (int)m, 3, argv, lens, r,
+	    broken)) != SCHED_OK)
+		goto out;
+	nr = (int)m;
+	for (j = 0; j < m; j++) {
+		if (r[j]->type == REDIS_REPLY_NIL || (r[j]->type ==
+		    REDIS_REPLY_STRING && (r[j]->len == 0 ||
+		    r[j]->len > SCHED_IDKEY_MAX)))
+			continue;
+		if (r[j]->type != REDIS_REPLY_STRING) {
+			e = sched_reply_err(c, r[j], broken, "HGET");
+			goto out;
+		}
+		sched_key(keys[j], tenant, shard[j], "j", NULL);
+		argv[3 * k] = "HGET";
+		lens[3 * k] = 4;
+		argv[3 * k + 1] = keys[j];
+		lens[3 * k + 1] = strlen(keys[j]);
+		argv[3 * k + 2] = r[j]->str;
+		lens[3 * k + 2] = r[j]->len;
+		of[k++] = j;
+	}
+	if (k == 0 || (e = pipeline(s, c, (int)k, 3, argv, lens, rj,
+	    broken)) != SCHED_OK)
+		goto out;
+	nrj = (int)k;
+	for (i = 0; i < k; i++) {
+		j = of[i];
+		if (rj[i]->type == REDIS_REPLY_NIL)
+			continue;
+		if (rj[i]->type != REDIS_REPLY_STRING) {
+			e = sched_reply_err(c, rj[i], broken, "HGET");
+			goto out;
+		}
+		job = sched_rec_decode(tenant, shard[j], r[j]->str, r[j]->len,
+		    rj[i]->str, rj[i]->len);
+		if (job == NULL) {
+			log_warnx("redis: a malformed job record in %s",
+			    keys[j]);
+			e = SCHED_EINTERNAL;
+			goto out;
+		}
+		if (job->state <= SCHED_RETRYING) {
+			memset(&res[at[j]], 0, sizeof(res[at[j]]));
+			snprintf(res[at[j]].id, sizeof(res[at[j]].id), "%s",
+			    job->id);
+			res[at[j]].deduplicated = 1;
+			res[at[j]].run_at_ms = job->due_ms;
+			res[at[j]].state = job->state;
+			found[at[j]] = 1;
+		}
+		sched_job_free(job);
+	}
+out:
+	if (e != SCHED_OK)
+		memset(found, 0, n * sizeof(*found));
+	free_replies(rj, nrj);
+	free_replies(r, nr);
+	for (j = 0; j < m; j++)
+		free(fields[j]);
+	free(rj);
+	free(r);
+	free(shard);
+	free(of);
+	free(at);
+	free(lens);
+	free(argv);
+	free(fields);
+	free(keys);
 	return e;
 }

@@ -790,6 +790,28 @@ sched_cancel(struct sched *s, const char *tenant, const char *id)
 }
 
 enum sched_err
+sched_find_bizkeys(struct sched *s, const char *tenant, const char *topic,
+    const char *const *bizkeys, size_t n, struct sched_push_result *res,
+    int *found)
+{
+	redisContext *c;
+	enum sched_err e;
+	int broken = 0;
+
+	memset(found, 0, n * sizeof(*found));
+	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
+		return SCHED_EINVAL;
+	if (n == 0)
+		return SCHED_OK;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_bizkeys(s, c, tenant, topic, bizkeys, n, res, found,
+	    &broken);
+	give(s, c, broken);
+	return e;
+}
+
+enum sched_err
 sched_cancel_bizkey(struct sched *s, const char *tenant, const char *topic,
     const char *bizkey, char id_out[ID_LEN + 65])
 {

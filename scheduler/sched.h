@@ -243,6 +243,15 @@ enum sched_err sched_get(struct sched *s, const char *tenant, const char *id,
 /* Cancel a job not yet finished; ECONFLICT when finished. */
 enum sched_err sched_cancel(struct sched *s, const char *tenant,
 	    const char *id);
+/*
+ * The unfinished jobs of topic that hold bizkeys[0..n) (NULL: none), as a
+ * push of each would find them, in two pipelined round trips whatever n:
+ * found[i] 1 and res[i] as sched_push would answer (deduplicated), else
+ * found[i] 0.  An error leaves every found[i] 0.
+ */
+enum sched_err sched_find_bizkeys(struct sched *s, const char *tenant,
+	    const char *topic, const char *const *bizkeys, size_t n,
+	    struct sched_push_result *res, int *found);
 /* Cancel the unfinished job with this bizkey; ENOTFOUND when none. */
 enum sched_err sched_cancel_bizkey(struct sched *s, const char *tenant,
 	    const char *topic, const char *bizkey, char id_out[ID_LEN + 65]);

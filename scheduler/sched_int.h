@@ -369,6 +369,10 @@ enum sched_err sched_q_bizkey(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, const char *topic,
 	    const char *bizkey, char idk[SCHED_IDKEY_MAX], size_t *idklen,
 	    int *broken);
+/* sched_find_bizkeys() on c. */
+enum sched_err sched_q_bizkeys(struct sched *s, redisContext *c,
+	    const char *tenant, const char *topic, const char *const *bizkeys,
+	    size_t n, struct sched_push_result *res, int *found, int *broken);
 
 /* ---- lease.c ------------------------------------------------------------ */
 

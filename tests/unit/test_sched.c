@@ -652,6 +652,9 @@ test_bizkey_dedup(void **state)
 	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
 	char a[ID_LEN + 65], b[ID_LEN + 65], cid[ID_LEN + 65];
 	char id2[ID_LEN + 1];
+	const char *biz[4] = { "patient-7", "nobody", NULL, "patient-7" };
+	struct sched_push_result fres[4];
+	int found[4];
 	int64_t now = clock_wall_ms();
 
 	push(s, "pull", now + 10, 0, "patient-7", a);
@@ -671,6 +674,22 @@ test_bizkey_dedup(void **state)
 	/* Another topic: its own job. */
 	push(s, "other", now + 10, 0, "patient-7", b);
 	assert_string_not_equal(a, b);
+	/* Found without a push: the job a push would be answered with. */
+	assert_int_equal(sched_find_bizkeys(s, T_TENANT, "pull", biz, 4, fres,
+	    found), SCHED_OK);
+	assert_int_equal(found[0], 1);
+	assert_string_equal(fres[0].id, a);
+	assert_int_equal(fres[0].deduplicated, 1);
+	assert_int_equal(fres[0].run_at_ms, now + 10);
+	assert_int_equal(fres[0].state, SCHED_SCHEDULED);
+	assert_int_equal(found[1], 0);
+	assert_int_equal(found[2], 0);
+	assert_int_equal(found[3], 1);
+	assert_string_equal(fres[3].id, a);
+	assert_int_equal(sched_find_bizkeys(s, T_TENANT, "other", biz, 4,
+	    fres, found), SCHED_OK);
+	assert_int_equal(found[0], 1);
+	assert_string_equal(fres[0].id, b);
 
 	/* Finished jobs free the bizkey. */
 	clock_advance_ms(10);
@@ -681,6 +700,9 @@ test_bizkey_dedup(void **state)
 	assert_int_equal(sched_report(s, T_TENANT, job->id, job->token, &ok,
 	    NULL, NULL), SCHED_OK);
 	sched_job_free(job);
+	assert_int_equal(sched_find_bizkeys(s, T_TENANT, "pull", biz, 4, fres,
+	    found), SCHED_OK);
+	assert_int_equal(found[0] + found[1] + found[2] + found[3], 0);
 	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
 	assert_int_equal(res.deduplicated, 0);
 	assert_string_equal(res.id, id2);
