@@ -124,9 +124,12 @@ struct api_accept *api_accept_new(struct api_req *req, size_t n);
 /*
  * Quota, journal, then push the n parsed jobs of a->t.  0 with each job's
  * res and status filled (201 new, 200 deduplicated, or an error status
- * with the job's id empty); 1 when the request is parked until the
- * journal has committed the jobs (return at once: the handler is called
- * again); or -1 after answering (429, 503) for all.
+ * with the job's id empty: 429 for a new job of a batch over the quota
+ * whose other jobs were answered as duplicates); 1 when the request is
+ * parked until the journal has committed the jobs (return at once: the
+ * handler is called again); or -1 after answering (429, 503) for all.
+ * A duplicate (a client id that names a job, a bizkey that names an
+ * unfinished job) is answered 200 whatever the quota.
  */
 int	api_jobs_accept(struct api_req *req, struct api_accept *a);
 /* The answer of one accepted job. */
@@ -154,11 +157,9 @@ void	api_journal_refused(struct api_req *req, const char *tenant,
 	    const char *topic, size_t n, enum jrnl_err err);
 
 /*
- * The quota: room for n more pending jobs is taken from the tenant's cached
- * count (0), or -1 after answering 429 quota_exceeded.
+ * The quota (api_jobs_accept takes it from the tenant's cached count of
+ * pending jobs): give back room taken for jobs that were not created.
  */
-int	api_quota_take(struct api_req *req, const char *tenant, size_t n);
-/* Give back room taken for jobs that were not created. */
 void	api_quota_refund(const char *tenant, size_t n);
 /* The tenant's count is read again (its jobs were dropped). */
 void	api_quota_forget(const char *tenant);

@@ -15,6 +15,12 @@
  *  - The pending quota is read from Redis at most every 100 ms per tenant
  *    and taken from the cached count under a lock, so a burst cannot slip
  *    past it between two reads.
+ *  - A duplicate is answered as one whatever the quota (an idempotent
+ *    retry gets the answer the first push got): a client id, looked up
+ *    for every push that has one, is looked up before the quota; a
+ *    bizkey, which Redis's push script deduplicates, is looked up only
+ *    when the quota refuses, so a push under the quota pays no round trip
+ *    for it.
  *  - Accepted means journaled: jobs are written to the journal before
  *    Redis.  A journaled job that Redis then does not make (deduplicated by
  *    bizkey, refused, Redis down) has its row marked cancelled, and that
@@ -507,8 +513,14 @@ quota_find_locked(const char *tenant, int create)
 	return e;
 }
 
-int
-api_quota_take(struct api_req *req, const char *tenant, size_t n)
+/*
+ * Takes room for n more pending jobs of tenant: 0 taken, 1 when they do
+ * not fit (nothing answered; *pending and *limit say why), -1 after
+ * answering an error.
+ */
+static int
+quota_try(struct api_req *req, const char *tenant, size_t n,
+    int64_t *pending_out, int64_t *limit_out)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
@@ -545,17 +557,24 @@ api_quota_take(struct api_req *req, const char *tenant, size_t n)
 		e->read_mono_us = now;
 	}
 	if (e->pending + (int64_t)n > limit) {
-		pending = e->pending;
+		*pending_out = e->pending;
+		*limit_out = limit;
 		pthread_mutex_unlock(&quota_lock);
-		api_error(req, 429, "quota_exceeded", NULL,
-		    "tenant %s has %" PRId64 " pending jobs and may have at "
-		    "most %" PRId64 "; %zu more would exceed it", tenant,
-		    pending, limit, n);
-		return -1;
+		return 1;
 	}
 	e->pending += (int64_t)n;
 	pthread_mutex_unlock(&quota_lock);
 	return 0;
+}
+
+/* Answers 429 quota_exceeded for n jobs that did not fit. */
+static void
+quota_refuse(struct api_req *req, const char *tenant, size_t n,
+    int64_t pending, int64_t limit)
+{
+	api_error(req, 429, "quota_exceeded", NULL,
+	    "tenant %s has %" PRId64 " pending jobs and may have at most %"
+	    PRId64 "; %zu more would exceed it", tenant, pending, limit, n);
 }
 
 void
@@ -1032,7 +1051,88 @@ accept_journal_wait(struct api_req *req, struct api_accept *a,
 		accept_journaled(e, a);	/* the handler answers 503 */
 }
 
-/* Quota, client ids, journal: 0 to push, 1 parked, -1 answered. */
+/*
+ * Room for need jobs of a, those not answered yet (p->known[i] 0).  Over
+ * the quota, a job that repeats a push (the bizkey of an unfinished job of
+ * the topic) is answered as that push was, 200 deduplicated, whatever the
+ * quota: a client retrying after a timeout gets the same answer, and a
+ * duplicate takes no room.  The looking up is paid only over the quota, so
+ * the push path under it costs what it did.  The jobs left are new: when
+ * they do not fit either, the request is answered 429 whole if no job of it
+ * was answered, else each of them has 429 (a batch's partial refusal) and
+ * nothing is made.  0, or -1 after answering.
+ */
+static int
+accept_quota(struct api_req *req, struct api_accept *a, size_t need,
+    size_t answered)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct api_accept_priv *p = a->priv;
+	struct api_job_in *jobs = a->jobs;
+	struct sched_push_result *res;
+	const char **biz;
+	int64_t pending = 0, limit = 0;
+	size_t i, n = a->n, nbiz = 0;
+	enum sched_err se = SCHED_OK;
+	int rc, *found;
+
+	if ((rc = quota_try(req, req->tenant, need, &pending, &limit)) != 1)
+		goto out;
+	biz = xcalloc(n, sizeof(*biz));
+	for (i = 0; i < n; i++)
+		if (!p->known[i] && jobs[i].bizkey != NULL) {
+			biz[i] = jobs[i].bizkey;
+			nbiz++;
+		}
+	if (nbiz > 0) {
+		res = xcalloc(n, sizeof(*res));
+		found = xcalloc(n, sizeof(*found));
+		se = sched_find_bizkeys(ctx->sched, req->tenant, a->t->name,
+		    biz, n, res, found);
+		for (i = 0; se == SCHED_OK && i < n; i++) {
+			if (!found[i])
+				continue;
+			jobs[i].res = res[i];
+			jobs[i].status = 200;
+			p->known[i] = 1;
+			need--;
+			answered++;
+		}
+		free(found);
+		free(res);
+	}
+	free(biz);
+	if (se != SCHED_OK) {
+		api_sched_error(req, se, "job");
+		return -1;
+	}
+	if (need == 0)
+		return 0;
+	if ((rc = quota_try(req, req->tenant, need, &pending, &limit)) != 1)
+		goto out;
+	if (answered == 0) {
+		quota_refuse(req, req->tenant, need, pending, limit);
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		if (!p->known[i]) {
+			memset(&jobs[i].res, 0, sizeof(jobs[i].res));
+			jobs[i].status = 429;
+			p->known[i] = 1;
+		}
+	return 0;
+out:
+	if (rc == 0)
+		p->quota_held = need;
+	return rc;
+}
+
+/*
+ * Client ids, quota, journal: 0 to push, 1 parked, -1 answered.  A job
+ * answered before the push (p->known[i]: its client id names a job, or
+ * its bizkey an unfinished job over the quota, or it was refused for the
+ * quota) takes no room, is neither journaled nor pushed.
+ */
 static int
 accept_begin(struct api_req *req, struct api_accept *a)
 {
@@ -1044,19 +1144,23 @@ accept_begin(struct api_req *req, struct api_accept *a)
 
 	p->now_ms = clock_wall_ms();
 	p->sched = ctx->sched;
-	if (api_quota_take(req, req->tenant, n) == -1)
-		return -1;
-	p->quota_held = n;
-	/* Client-given ids that exist already are answered from Redis. */
+	/*
+	 * Client-given ids that exist already are answered from Redis (or
+	 * the journal) before the quota, which they do not need.
+	 */
 	p->known = xcalloc(n, 1);
 	for (i = k = 0; i < n; i++) {
 		if (!jobs[i].client_id)
 			continue;
 		if ((x = client_id_exists(req, a->t, &jobs[i])) == -1)
-			goto out;
+			return -1;
 		p->known[i] = (unsigned char)x;
 		k += (size_t)x;
 	}
+	if (k < n && accept_quota(req, a, n - k, k) == -1)
+		return -1;
+	for (i = k = 0; i < n; i++)
+		k += p->known[i];
 	if (k > 0) {
 		todo = xcalloc(n, sizeof(*todo));
 		for (i = k = 0; i < n; i++)
@@ -1198,10 +1302,8 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 	if (!rc)	/* the pushers stopped, or nothing to push */
 		accept_push(ctx->sched, &a, 1);
 	for (i = 0; i < n; i++) {
-		if (p->known[i]) {
-			unmade++;
+		if (p->known[i])	/* answered, took no room */
 			continue;
-		}
 		if (jobs[i].status != 0) {
 			unmade++;
 			/*
@@ -1346,7 +1448,11 @@ job_batch(struct api_req *req)
 			json_object_object_add(r, "status",
 			    json_object_new_int(jobs[i].status));
 			json_object_array_add(res, r);
-		} else
+		} else if (jobs[i].status == 429)
+			json_object_array_add(res, item_error(429,
+			    "quota_exceeded", NULL, "the job was not accepted: "
+			    "the tenant's pending jobs are at its quota"));
+		else
 			json_object_array_add(res, item_error(jobs[i].status,
 			    jobs[i].status == 503 ? "unavailable" :
 			    jobs[i].status == 409 ? "conflict" : "internal",
