@@ -208,6 +208,110 @@ def _():
     assert st == 200 and len(b["results"]) == 3, b
 
 
+def _pending(key, q):
+    st, _, b = E.req("GET", "/v1/topics/" + q, key=key)
+    assert st == 200, b
+    c = b["counts"]
+    return c["scheduled"] + c["ready"] + c["in_flight"] + c["retrying"]
+
+
+@t.test("at the quota a push repeating a bizkey or a client id is the "
+        "duplicate it is (200, the same id); a new one is 429 and changes "
+        "nothing")
+def _():
+    name, key = E.tenant(max_pending=3)
+    q = E.topic(key)["name"]
+    jobs = "/v1/topics/%s/jobs" % q
+    a = E.push(key, q, {"n": 1}, delay_ms=60000, bizkey="order-1")
+    b = E.push(key, q, {"n": 2}, delay_ms=60000)
+    st, _, c = E.req("POST", "/push", {"topic": q, "id": "order:2",
+                                       "delay": 60000}, key=key)
+    assert st == 200 and c["id"] == "order:2", (st, c)
+    assert _pending(key, q) == 3
+    # The retries of a push that timed out: the first answer again.
+    for _i in range(2):
+        st, _, d = E.req("POST", jobs, {"delay_ms": 60000, "body": 9,
+                                        "bizkey": "order-1"}, key=key)
+        assert st == 200 and d["id"] == a["id"] and d["deduplicated"], d
+        assert d["state"] == "scheduled", d
+        st, _, d = E.req("POST", "/push", {"topic": q, "id": "order:2",
+                                           "delay": 5}, key=key)
+        assert st == 200 and d["id"] == "order:2" and d["deduplicated"], d
+        st, _, d = E.req("POST", "/push", {"topic": q, "bizkey": "order-1",
+                                           "delay": 5}, key=key)
+        assert st == 200 and d["id"] == a["id"] and d["deduplicated"], d
+    # New pushes are refused and make nothing.
+    for body in [{"delay_ms": 60000}, {"delay_ms": 60000,
+                                       "bizkey": "order-3"}]:
+        expect_error(E.req("POST", jobs, body, key=key), 429,
+                     "quota_exceeded")
+    for body in [{"topic": q, "id": "order:4"}, {"topic": q},
+                 {"topic": q, "bizkey": "order-5"}]:
+        expect_error(E.req("POST", "/push", body, key=key), 429,
+                     "quota_exceeded")
+    assert _pending(key, q) == 3
+    for bk in ("order-3", "order-5"):
+        expect_error(E.req("DELETE", "/v1/topics/%s/bizkeys/%s" % (q, bk),
+                           key=key), 404, "job_not_found")
+    expect_error(E.req("GET", "/v1/jobs/order:4", key=key), 404)
+    # A finished job's bizkey is free again: a new job, refused.
+    assert E.req("DELETE", "/v1/jobs/" + b["id"], key=key)[0] == 204
+    E.push(key, q, {"n": 3}, delay_ms=60000)
+    assert E.req("DELETE", "/v1/jobs/" + a["id"], key=key)[0] == 204
+    E.push(key, q, {"n": 4}, delay_ms=60000)
+    expect_error(E.req("POST", jobs, {"delay_ms": 60000,
+                                      "bizkey": "order-1"}, key=key),
+                 429, "quota_exceeded")
+
+
+@t.test("a batch at the quota: its duplicates 200 and take no room; its "
+        "new jobs 429 each when they do not fit (the batch 200), made "
+        "when they do")
+def _():
+    name, key = E.tenant(max_pending=4)
+    q = E.topic(key)["name"]
+    path = "/v1/topics/%s/jobs:batch" % q
+    first = [{"delay_ms": 60000, "bizkey": "bk%d" % i, "body": i}
+             for i in range(3)]
+    st, _, b = E.req("POST", path, {"jobs": first}, key=key)
+    assert st == 200 and [r["status"] for r in b["results"]] == \
+        [201] * 3, b
+    ids = [r["id"] for r in b["results"]]
+    E.push(key, q, {"n": 9}, delay_ms=60000)
+    assert _pending(key, q) == 4
+    # The whole batch again: every job the duplicate it is.
+    st, _, b = E.req("POST", path, {"jobs": first}, key=key)
+    assert st == 200, b
+    assert [(r["status"], r["id"], r["deduplicated"])
+            for r in b["results"]] == [(200, i, True) for i in ids], b
+    # Duplicates and new jobs: the new ones are refused one by one.
+    mixed = [first[1], {"delay_ms": 60000, "bizkey": "bk7"},
+             {"delay_ms": 60000}, first[0]]
+    st, _, b = E.req("POST", path, {"jobs": mixed}, key=key)
+    assert st == 200, b
+    res = b["results"]
+    assert [r["status"] for r in res] == [200, 429, 429, 200], b
+    assert res[0]["id"] == ids[1] and res[3]["id"] == ids[0], b
+    for r in (res[1], res[2]):
+        assert r["error"]["code"] == "quota_exceeded" and "id" not in r, r
+    assert _pending(key, q) == 4
+    expect_error(E.req("DELETE", "/v1/topics/%s/bizkeys/bk7" % q,
+                       key=key), 404, "job_not_found")
+    # Only new jobs: refused whole, as before.
+    expect_error(E.req("POST", path, {"jobs": mixed[1:3]}, key=key), 429,
+                 "quota_exceeded")
+    # Room for the new job once the duplicates take none.
+    assert E.req("DELETE", "/v1/jobs/" + ids[2], key=key)[0] == 204
+    st, _, b = E.req("POST", path, {"jobs": mixed}, key=key)
+    assert st == 200, b
+    assert [r["status"] for r in b["results"]] == [200, 429, 429, 200], b
+    st, _, b = E.req("POST", path, {"jobs": mixed[:2] + mixed[3:]},
+                     key=key)
+    assert st == 200, b
+    assert [r["status"] for r in b["results"]] == [200, 201, 200], b
+    assert _pending(key, q) == 4
+
+
 @t.test("DELETE a tenant: its keys stop working; 409 while it has jobs")
 def _():
     name, key = E.tenant()

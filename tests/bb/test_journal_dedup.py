@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """test_journal_dedup.py - deduplication that the journal keeps when Redis
 does not: a client-given id pushed again after Redis lost its data is the
-same job, not a second delivery; a push refused for want of Redis leaves
-nothing behind, so its retry makes the job; a push deduplicated by its
-bizkey leaves no second job in the journal's listings; a tenant made again
-with a deleted one's name has none of its jobs.  Each case runs on
-SQLite and on MySQL (a private mariadbd).
+same job, not a second delivery (at the tenant's quota too); a push
+refused for want of Redis leaves nothing behind, so its retry makes the
+job; a push deduplicated by its bizkey leaves no second job in the
+journal's listings; a tenant made again with a deleted one's name has none
+of its jobs.  Each case runs on SQLite and on MySQL (a private mariadbd).
 """
 
 import contextlib
@@ -38,7 +38,7 @@ def daemon(drv, **topic_conf):
 
 def case_client_id_after_loss(drv):
     with harness.Receiver(script="200") as rcv, \
-            daemon(drv, callback_url=rcv.url("/hook")) as (r, d, _, key, q):
+            daemon(drv, callback_url=rcv.url("/hook")) as (r, d, name, key, q):
         b = L.ok(opush(d, key, {"topic": q, "id": "order-1",
                                 "body": "first"}), 200)
         assert b["id"] == "order-1" and not b.get("deduplicated"), b
@@ -54,9 +54,19 @@ def case_client_id_after_loss(drv):
                                 "body": "second"}), 200)
         assert b["id"] == "order-1" and b.get("deduplicated"), b
         L.wait_restore(d, mark)
+        # At the tenant's quota too, the id is the delivered job's; a new
+        # one is refused and makes nothing.
+        L.ok(d.admin("PATCH", "/v1/tenants/" + name, {"max_pending": 1}),
+             200)
+        L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                       {"delay_ms": 3 * L.HOUR}, key=key), 201)
         b = L.ok(opush(d, key, {"topic": q, "id": "order-1",
                                 "body": "third"}), 200)
-        assert b.get("deduplicated"), b
+        assert b["id"] == "order-1" and b.get("deduplicated"), b
+        st, _, b = opush(d, key, {"topic": q, "id": "order-2"})
+        assert st == 429 and b["error"]["code"] == "quota_exceeded", b
+        c = L.counts(d, key, q)
+        assert c["scheduled"] == 1 and c["ready"] + c["in_flight"] == 0, c
         # Whatever was due has been looked at: still one delivery.
         L.advance(d, 2 * L.HOUR)
         assert len(rcv.requests) == 1, [x.body for x in rcv.requests]
@@ -138,7 +148,7 @@ def case_tenant_made_again(drv):
 
 
 D.each("a client id pushed again after Redis lost its data is the "
-       "delivered job", case_client_id_after_loss)
+       "delivered job, at the tenant's quota too", case_client_id_after_loss)
 D.each("a push refused while Redis is away leaves nothing: its retry "
        "makes the job", case_refused_then_retried)
 D.each("a push deduplicated by its bizkey leaves no second job in the "
