@@ -183,6 +183,17 @@ api_change_durable(struct api_req *req, int64_t *value)
 			*value = cw->value;
 		if (e == JRNL_OK)
 			return 0;
+		if (e == JRNL_EFULL) {
+			/* Its transition was dropped: never written. */
+			log_warnx("api: journal: %s %s of %s made in Redis "
+			    "is not journaled: its transition was dropped, "
+			    "the journal's queue is full", req->method,
+			    req->path, req->tenant);
+			api_error(req, 503, "journal_unavailable", NULL,
+			    "the change was made but the journal's queue is "
+			    "full, so it is not journaled");
+			return -1;
+		}
 		log_warnx("api: journal: %s %s of %s made in Redis is queued "
 		    "for the journal only: %s", req->method, req->path,
 		    req->tenant, jrnl_strerror(e));

@@ -750,6 +750,16 @@ finish_done(struct api_req *req)
 	}
 	if (d->verdict != SCHEDULE_RETRY)
 		api_quota_refund(req->tenant, 1);
+	if (op->jerr == JRNL_EFULL) {
+		/* A transition of its batch was dropped: never written. */
+		log_warnx("api: journal: %s of %s/%s made in Redis is not "
+		    "journaled: the journal's queue is full",
+		    op->ack ? "ack" : "nack", req->tenant, op->id);
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the %s was applied but the journal's queue is full, so "
+		    "it is not journaled", op->ack ? "ack" : "nack");
+		return;
+	}
 	if (op->jerr != JRNL_OK) {
 		log_warnx("api: journal: %s of %s/%s made in Redis is queued "
 		    "for the journal only: %s", op->ack ? "ack" : "nack",

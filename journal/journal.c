@@ -196,6 +196,15 @@ copy_transition(const struct jrnl_transition *t)
 	return r;
 }
 
+/*
+ * Transitions this thread had dropped (the ring full), and how many of them
+ * its last flush ticket told of: a change's transitions are queued from the
+ * thread that then takes its ticket (the scheduler's hook runs on the
+ * caller's thread), so a ticket can answer for the drops before it.
+ */
+static __thread uint64_t thread_drops;
+static __thread uint64_t thread_drops_told;
+
 /* Public API. */
 
 static void
@@ -483,6 +492,7 @@ jrnl_transition(struct jrnl *j, const struct jrnl_transition *t)
 	if (j->ring_len == j->cfg.queue_max) {
 		dropped = ++j->stats.transitions_dropped;
 		pthread_mutex_unlock(&j->mu);
+		thread_drops++;
 		if (dropped == 1 || dropped % 1000 == 0)
 			log_warnx("journal: transition queue full (%zu), "
 			    "%llu transitions dropped so far",
@@ -550,6 +560,11 @@ jrnl_flush_cb(struct jrnl *j, jrnl_done_fn done, void *arg)
 	if (j->off) {
 		done(JRNL_OK, arg);
 		return JRNL_OK;
+	}
+	if (thread_drops != thread_drops_told) {
+		/* One of them will never be written: nothing to wait for. */
+		thread_drops_told = thread_drops;
+		return JRNL_EFULL;
 	}
 	r = xcalloc(1, sizeof(*r));
 	r->sync = 1;

@@ -227,7 +227,8 @@ enum jrnl_err jrnl_put_jobs_cb(struct jrnl *j, const struct jrnl_job *jobs,
 int	jrnl_in_callbacks(void);
 /*
  * Queue a state change (copied); never waits for I/O.  When the queue is
- * full the transition is dropped and counted.
+ * full the transition is dropped and counted, and the calling thread's
+ * next jrnl_flush_cb() answers JRNL_EFULL.
  */
 void	jrnl_transition(struct jrnl *j, const struct jrnl_transition *t);
 /* Write everything queued before the call: 0, or -1 when it could not. */
@@ -241,7 +242,10 @@ int	jrnl_flush(struct jrnl *j);
  * once it is back), or when they are still not written after about five
  * times timeout_ms.  From the writer thread, or from the caller's before
  * the return when nothing is queued or the journal is off.  done runs with
- * no journal lock held and must not block on the writer.
+ * no journal lock held and must not block on the writer.  JRNL_EFULL, and
+ * done is not called, when a transition the calling thread queued since
+ * its previous ticket was dropped because the queue was full: that one is
+ * never written.
  */
 enum jrnl_err jrnl_flush_cb(struct jrnl *j, jrnl_done_fn done, void *arg);
 /* Change the retention (a reload); <= 0 keeps it. */

@@ -1246,6 +1246,7 @@ main(void)
 		BOTH(test_outage_hook),
 		BOTH(test_async_queue),
 		BOTH(test_trans_order),
+		BOTH(test_ticket_dropped),
 		BOTH(test_start_unavailable),
 		ONE(test_refused_row, mysql),		/* VARBINARY limits */
 		ONE(test_outage_server, mysql),		/* a real stop */

@@ -81,6 +81,7 @@ void	test_start_unavailable(void **state);
 void	test_async_queue(void **state);
 void	test_trans_order(void **state);
 void	test_refused_row(void **state);
+void	test_ticket_dropped(void **state);
 
 /* test_journal_mysql.c */
 /* Start (or find) the server; sets available/skip/why/url. */

@@ -197,6 +197,88 @@ test_async_queue(void **state)
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 10);
 }
 
+struct ticket {
+	pthread_mutex_t	mu;
+	int		done;
+	enum jrnl_err	err;
+};
+
+static void
+ticket_done(enum jrnl_err err, void *arg)
+{
+	struct ticket *t = arg;
+
+	pthread_mutex_lock(&t->mu);
+	t->err = err;
+	t->done = 1;
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* Wait for a ticket's callback: its answer, or -1 after 20 s. */
+static int
+ticket_wait(struct ticket *t)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	int64_t t0 = clock_mono_us();
+	int done, err;
+
+	for (;;) {
+		pthread_mutex_lock(&t->mu);
+		done = t->done;
+		err = (int)t->err;
+		pthread_mutex_unlock(&t->mu);
+		if (done)
+			return err;
+		if (elapsed_ms(t0) > 20000)
+			return -1;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * A flush ticket taken after one of its thread's transitions was dropped
+ * (the queue full) answers JRNL_EFULL, even once the database is back and
+ * the transitions that did fit are written: the change it waits for would
+ * never be.  The next ticket waits as before.
+ */
+void
+test_ticket_dropped(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_config c = tj_cfg(b, JRNL_MODE_SYNC);
+	struct ticket t = { PTHREAD_MUTEX_INITIALIZER, 0, JRNL_OK };
+	struct jrnl_transition tr;
+	struct jrnl_stats st;
+	struct jrnl *j;
+	int i;
+
+	c.queue_max = 4;
+	j = tj_open_cfg(&c);
+	jrnl_test_set_unavailable(1);
+	for (i = 0; i < 5; i++) {
+		tr = tj_trans("d", "D1", "scheduled", "cancelled", 100 + i, 0);
+		jrnl_transition(j, &tr);
+	}
+	jrnl_get_stats(j, &st);
+	assert_int_equal(st.transitions_dropped, 1);
+	jrnl_test_set_unavailable(0);
+	assert_true(tj_wait_until(tj_is_ready, j, 20000));
+	assert_int_equal(jrnl_flush_cb(j, ticket_done, &t), JRNL_EFULL);
+	assert_int_equal(t.done, 0);
+
+	/* Told once: a ticket after it waits for the commit. */
+	assert_int_equal(jrnl_flush(j), 0);
+	tr = tj_trans("d", "D1", "cancelled", "cancelled", 200, 0);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush_cb(j, ticket_done, &t), JRNL_OK);
+	assert_int_equal(ticket_wait(&t), JRNL_OK);
+	jrnl_get_stats(j, &st);
+	assert_int_equal(st.transitions_written, 5);
+	tj_close(j);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
+	    "WHERE tenant = 'd'"), 5);
+}
+
 /*
  * A backlog of ASYNC puts larger than one batch (the database was away):
  * a transition queued after a put is never written before that put, or it
