@@ -385,15 +385,34 @@ tenant_delete(struct api_req *req)
 	}
 	/* Then its jobs leave Redis, before and after the registry (a
 	 * push that loaded the tenant before it went may still land), so
-	 * a tenant made again with this name starts empty. */
+	 * a tenant made again with this name starts empty.  Each drop
+	 * queues a transition per job it took: the journal's rows of the
+	 * tenant go again once those are written, or they would stay as
+	 * rows of no job, read by a tenant made again with the name. */
 	if (api_drop_jobs(req, t.name, NULL) == -1)
 		return;
+	if (ctx->jrnl != NULL &&
+	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, t.name)) != JRNL_OK) {
+		log_warnx("api: journal: tenant %s not deleted: %s", t.name,
+		    jrnl_strerror(je));
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "the tenant's jobs are dropped, but the journal cannot "
+		    "remove their rows now (%s); the tenant is not deleted, "
+		    "try again", jrnl_strerror(je));
+		return;
+	}
 	if ((e = registry_tenant_delete(ctx->reg, t.name)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		return;
 	}
 	if (api_drop_jobs(req, t.name, NULL) == -1)
 		return;
+	/* Only jobs pushed between the two drops are left to go now. */
+	if (ctx->jrnl != NULL &&
+	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, t.name)) != JRNL_OK)
+		log_warnx("api: journal: tenant %s deleted, but the rows of "
+		    "jobs pushed while it went are left: %s", t.name,
+		    jrnl_strerror(je));
 	api_reply_empty(req, 204);
 }
 

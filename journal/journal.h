@@ -276,6 +276,14 @@ enum jrnl_err jrnl_list_transitions(struct jrnl *j, const char *tenant,
  */
 enum jrnl_err jrnl_put_tenant(struct jrnl *j, const struct jrnl_tenant *t);
 enum jrnl_err jrnl_delete_tenant(struct jrnl *j, const char *name);
+/*
+ * Write everything queued (jrnl_flush), then delete the tenant's jobs and
+ * transitions again: those of jobs that went after jrnl_delete_tenant()
+ * (a deleted tenant's jobs dropped from Redis are reported as transitions,
+ * which would otherwise be written as rows of no job).  JRNL_EUNAVAIL when
+ * the queue cannot be written or the rows deleted now.
+ */
+enum jrnl_err jrnl_delete_tenant_jobs(struct jrnl *j, const char *name);
 enum jrnl_err jrnl_scan_tenants(struct jrnl *j, jrnl_tenant_fn cb, void *arg);
 enum jrnl_err jrnl_put_key(struct jrnl *j, const struct jrnl_key *k);
 enum jrnl_err jrnl_revoke_key(struct jrnl *j, const char *tenant,

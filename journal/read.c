@@ -565,6 +565,24 @@ jrnl_delete_tenant(struct jrnl *j, const char *name)
 }
 
 enum jrnl_err
+jrnl_delete_tenant_jobs(struct jrnl *j, const char *name)
+{
+	struct jrnl_val a[1];
+	struct wstep s[2] = {
+		{ JS_TENANT_JOBS_DELETE, a, 1 },
+		{ JS_TENANT_TRANS_DELETE, a, 1 },
+	};
+
+	if (j == NULL || name == NULL)
+		return JRNL_EINVAL;
+	/* What is queued first: a transition written after would stay. */
+	if (jrnl_flush(j) == -1)
+		return JRNL_EUNAVAIL;
+	a[0] = jrnl_vtext(name);
+	return write_steps(j, s, 2, NULL);
+}
+
+enum jrnl_err
 jrnl_scan_tenants(struct jrnl *j, jrnl_tenant_fn cb, void *arg)
 {
 	struct rows r = { 0 };

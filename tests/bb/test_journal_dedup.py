@@ -5,11 +5,13 @@ same job, not a second delivery (at the tenant's quota too); a push
 refused for want of Redis leaves nothing behind, so its retry makes the
 job; a push deduplicated by its bizkey leaves no second job in the
 journal's listings; a tenant made again with a deleted one's name has none
-of its jobs.  Each case runs on SQLite and on MySQL (a private mariadbd).
+of its jobs, and a deleted tenant leaves no row at all.  Each case runs on
+SQLite and on MySQL (a private mariadbd).
 """
 
 import contextlib
 import os
+import sqlite3
 import sys
 
 sys.dont_write_bytecode = True
@@ -147,6 +149,71 @@ def case_tenant_made_again(drv):
         assert st == 200 and r_["id"] == "cid-1" and r_["body"] == "new", r_
 
 
+def sql_rows(drv, url, q):
+    """The rows of q, whose {db} names the journal's database, as lists
+    of strings."""
+    if drv == "sqlite":
+        with sqlite3.connect(url[len("sqlite://"):], timeout=10) as db:
+            return [[str(v) for v in x] for x in db.execute(
+                q.format(db=""))]
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    return [line.split("\t") for line in
+            D.db.sql(q.format(db=name + ".")).splitlines()]
+
+
+def case_tenant_delete_rows(drv):
+    """A tenant deleted with its jobs leaves no row in jobs or
+    transitions, not even the transitions its jobs' drop from Redis
+    reports after the journal deleted the rest; a topic deleted with its
+    jobs leaves them cancelled, with no transition of no job."""
+    url = D.url(drv)
+    jobs_q = "SELECT id, state FROM {db}jobs WHERE tenant = '%s' ORDER BY id"
+    trans_q = ("SELECT job_id, from_state, to_state FROM {db}transitions "
+               "WHERE tenant = '%s' ORDER BY id")
+    orphans_q = ("SELECT COUNT(*) FROM {db}transitions t WHERE tenant = "
+                 "'%s' AND NOT EXISTS (SELECT 1 FROM {db}jobs j WHERE "
+                 "j.tenant = t.tenant AND j.id = t.job_id)")
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        L.ok(opush(d, key, {"topic": q, "id": "cid-1", "delay": L.HOUR}),
+             200)
+        L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                       {"delay_ms": L.HOUR, "body": "old"}, key=key), 201)
+        st, _, _ = d.admin("DELETE", "/v1/tenants/%s?force=true" % name)
+        assert st == 204
+        _, k2 = L.tenant(d, name)
+        L.topic(d, k2, q, mode="pull")
+        L.ok(opush(d, k2, {"topic": q, "id": "cid-1", "delay": L.HOUR}),
+             200)
+        # Answered once its transition is committed, and with it every
+        # transition queued before it: the drop's among them.
+        L.ok(d.request("DELETE", "/v1/jobs/cid-1", key=k2), 204)
+        assert sql_rows(drv, url, jobs_q % name) == \
+            [["cid-1", "cancelled"]], sql_rows(drv, url, jobs_q % name)
+        assert sql_rows(drv, url, trans_q % name) == \
+            [["cid-1", "scheduled", "cancelled"]], \
+            sql_rows(drv, url, trans_q % name)
+
+        # A topic deleted: its jobs stay the tenant's history, finished.
+        q2 = L.topic(d, k2, mode="pull")
+        ids = [L.ok(d.request("POST", "/v1/topics/%s/jobs" % q2,
+                              {"delay_ms": L.HOUR}, key=k2), 201)["id"]
+               for _ in range(2)]
+        st, _, _ = d.request("DELETE", "/v1/topics/%s?force=true" % q2,
+                             key=k2)
+        assert st == 204
+        cid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                             {"delay_ms": L.HOUR}, key=k2), 201)["id"]
+        L.ok(d.request("DELETE", "/v1/jobs/" + cid, key=k2), 204)
+        rows = dict(sql_rows(drv, url, jobs_q % name))
+        assert all(rows[i] == "cancelled" for i in ids), rows
+        assert sql_rows(drv, url, orphans_q % name) == [["0"]], \
+            sql_rows(drv, url, trans_q % name)
+
+
 D.each("a client id pushed again after Redis lost its data is the "
        "delivered job, at the tenant's quota too", case_client_id_after_loss)
 D.each("a push refused while Redis is away leaves nothing: its retry "
@@ -155,4 +222,6 @@ D.each("a push deduplicated by its bizkey leaves no second job in the "
        "journal", case_bizkey_dedup_listing)
 D.each("a tenant made again with a deleted one's name has none of its "
        "jobs in the journal", case_tenant_made_again)
+D.each("a deleted tenant leaves no job or transition row; a deleted "
+       "topic's jobs stay, cancelled", case_tenant_delete_rows)
 t.done()
