@@ -75,6 +75,10 @@ struct api_job_in {
 	char		*headers_json;	/* owned, or NULL */
 	char		*schedule;	/* owned canonical text, or NULL */
 	int64_t		 ttr_ms;	/* 0: the topic's */
+	/* A client-given id's journal put (api_journal_claim): */
+	int64_t		 put_id;	/* its token; 0: none */
+	int		 contested;	/* its row is another push's */
+	int		*contested_at;	/* &contested, kept by a copy */
 	/* Result: */
 	struct sched_push_result res;
 	int		 status;	/* HTTP status of this job's answer */

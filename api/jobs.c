@@ -1154,6 +1154,8 @@ accept_begin(struct api_req *req, struct api_accept *a)
 			continue;
 		if ((x = client_id_exists(req, a->t, &jobs[i])) == -1)
 			return -1;
+		if (x == 0)
+			api_journal_claim(&jobs[i]);
 		p->known[i] = (unsigned char)x;
 		k += (size_t)x;
 	}
@@ -1311,15 +1313,18 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 			 * timeout may hide a push that did happen: its own
 			 * transitions then overwrite this mark.)
 			 */
-			api_journal_void(req, req->tenant, jobs[i].id, now);
+			api_journal_void(req, req->tenant, &jobs[i], now);
 			nvoid++;
 			continue;
 		}
 		jobs[i].status = jobs[i].res.deduplicated ? 200 : 201;
+		/* Made, but the row is another push's of the id: ours now. */
+		if (!jobs[i].res.deduplicated && jobs[i].contested)
+			api_journal_repair(req, req->tenant, jobs[i].id);
 		if (jobs[i].res.deduplicated) {
 			unmade++;
 			if (strcmp(jobs[i].res.id, jobs[i].id) != 0) {
-				api_journal_void(req, req->tenant, jobs[i].id,
+				api_journal_void(req, req->tenant, &jobs[i],
 				    now);
 				nvoid++;
 			} else

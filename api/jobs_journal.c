@@ -36,6 +36,7 @@
 #include "journal/journal.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
+#include "util/crypto.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -79,8 +80,36 @@ journal_rows(const char *tenant, const char *topic,
 		jj[i].ttr_ms = jobs[i].ttr_ms;
 		jj[i].state = "scheduled";
 		jj[i].created_ms = now_ms;
+		jj[i].put_id = jobs[i].put_id;
+		jj[i].contested = jobs[i].contested_at;
 	}
 	return jj;
+}
+
+static uint64_t		put_ids;
+static pthread_once_t	put_ids_once = PTHREAD_ONCE_INIT;
+
+/* A random start, so that instances sharing a journal never meet. */
+static void
+put_ids_init(void)
+{
+	if (random_bytes(&put_ids, sizeof(put_ids)) == -1)
+		put_ids = (uint64_t)clock_wall_ms() << 20;
+}
+
+void
+api_journal_claim(struct api_job_in *j)
+{
+	uint64_t id;
+
+	pthread_once(&put_ids_once, put_ids_init);
+	do
+		id = __atomic_add_fetch(&put_ids, 1, __ATOMIC_RELAXED) &
+		    (uint64_t)INT64_MAX;
+	while (id == 0);
+	j->put_id = (int64_t)id;
+	j->contested = 0;
+	j->contested_at = &j->contested;
 }
 
 void
@@ -218,8 +247,8 @@ api_change_durable(struct api_req *req, int64_t *value)
 }
 
 void
-api_journal_void(struct api_req *req, const char *tenant, const char *id,
-    int64_t now_ms)
+api_journal_void(struct api_req *req, const char *tenant,
+    const struct api_job_in *j, int64_t now_ms)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct jrnl_transition tr;
@@ -228,7 +257,8 @@ api_journal_void(struct api_req *req, const char *tenant, const char *id,
 		return;
 	memset(&tr, 0, sizeof(tr));
 	tr.tenant = tenant;
-	tr.job_id = id;
+	tr.job_id = j->id;
+	tr.put_id = j->put_id;
 	tr.from_state = "scheduled";
 	tr.to_state = JRNL_STATE_VOID;
 	tr.at_ms = now_ms;

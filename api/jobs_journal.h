@@ -15,19 +15,30 @@
 
 #include "api/http.h"
 
+struct api_job_in;
+/*
+ * A client-given id about to be journaled: give its put a token, so that
+ * another push of the id in flight at the same time never shares its row
+ * (the journal keeps the first put's row; the second is told, in sync
+ * mode, through j->contested).
+ */
+void	api_journal_claim(struct api_job_in *j);
 /*
  * The row of a job journaled but not made (deduplicated, refused): queue
  * its removal (JRNL_STATE_VOID), so no listing shows it and no restore
- * makes it.  api_journal_settle() makes the removals durable: call it once
+ * makes it; with a token (api_journal_claim), only the row its own put
+ * wrote.  api_journal_settle() makes the removals durable: call it once
  * before answering.
  */
 void	api_journal_void(struct api_req *req, const char *tenant,
-	    const char *id, int64_t now_ms);
+	    const struct api_job_in *j, int64_t now_ms);
 void	api_journal_settle(struct api_req *req, const char *tenant,
 	    size_t nvoid);
 /*
- * Another push of the same id made the job in Redis first, and our row
- * replaced its row: write the job back as Redis holds it.
+ * The job Redis holds and the journal's row differ: another push of the
+ * same id made the job in Redis first (and our row may have replaced
+ * its row), or our push made it but its row is another push's
+ * (contested).  Write the job back as Redis holds it.
  */
 void	api_journal_repair(struct api_req *req, const char *tenant,
 	    const char *id);

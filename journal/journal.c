@@ -396,6 +396,9 @@ jrnl_put_jobs(struct jrnl *j, const struct jrnl_job *jobs, size_t n)
 		pthread_mutex_unlock(&j->mu);
 		r = xcalloc(1, sizeof(*r));
 		r->copy = copy_jobs(jobs, n);
+		/* Written after the return: nobody left to tell. */
+		for (i = 0; i < n; i++)
+			((struct jrnl_job *)r->copy)[i].contested = NULL;
 		r->jobs = r->copy;
 		r->n = n;
 		pthread_mutex_lock(&j->mu);

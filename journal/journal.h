@@ -84,6 +84,16 @@ struct jrnl_job {
 	int64_t		 created_ms;
 	int64_t		 updated_ms;
 	int64_t		 finished_ms;	/* output: 0 while unfinished */
+	/*
+	 * Input only.  put_id: a token for this put, unique to it (0: none).
+	 * A put with one does not replace a row another put wrote while that
+	 * row is unfinished (a put without one always replaces), and in SYNC
+	 * mode *contested (when not NULL) is set once the put is written: 1
+	 * when such a row stood and this put's job is not the row, 0 when it
+	 * is.  A void transition with the token removes only this put's row.
+	 */
+	int64_t		 put_id;
+	int		*contested;
 };
 
 /*
@@ -99,7 +109,7 @@ struct jrnl_job {
  * against another job, or refused by Redis): its row goes, and no
  * transition row is written.
  */
-#define JRNL_STATE_VOID	"void"
+#define JRNL_STATE_VOID	"void"	/* put_id: the put's token, 0: any */
 
 struct jrnl_transition {
 	const char	*tenant;
@@ -116,6 +126,7 @@ struct jrnl_transition {
 	size_t		 excerpt_len;
 	int64_t		 due_ms;	/* the job's next attempt from now
 					   on; 0: unchanged */
+	int64_t		 put_id;	/* a void one: the row's put; 0: any */
 	const char	*instance;	/* output only */
 	const char	*host;		/* output only */
 };
@@ -198,7 +209,8 @@ struct jrnl *jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err,
 void	jrnl_close(struct jrnl *j);
 
 /*
- * Record n jobs (insert, or replace a row with the same tenant and id).
+ * Record n jobs (insert, or replace a row with the same tenant and id;
+ * but see put_id in struct jrnl_job).
  * SYNC: returns once committed, or JRNL_EUNAVAIL within about timeout_ms
  * when the database cannot be reached.  ASYNC: returns once copied into the
  * queue, JRNL_EFULL at its cap.  OFF: JRNL_OK at once.

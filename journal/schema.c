@@ -28,21 +28,32 @@
 
 #define JOB_INSERT "INSERT INTO jobs (tenant, id, topic, bizkey, due_ms, " \
 	"priority, body, headers, schedule, ttr_ms, state, attempts, " \
-	"created_ms, updated_ms, finished_ms) VALUES "
-#define JOB_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	"created_ms, updated_ms, finished_ms, put_id) VALUES "
+#define JOB_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
+/*
+ * A put replaces a row unless it carries a token (put_id) and the row is
+ * another put's, unfinished: two pushes of one client-given id in flight
+ * together, the first put's row stands (the second learns it through
+ * JS_JOB_PUT_ID).  MySQL assigns in order, each IF() seeing the columns
+ * already assigned: put_id and finished_ms, which the test reads, come
+ * last, put_id first (once it is assigned the test still holds).
+ */
 #define UPSERT_SET(X) "topic = " X(topic) ", bizkey = " X(bizkey) \
 	", due_ms = " X(due_ms) ", priority = " X(priority) \
 	", body = " X(body) ", headers = " X(headers) \
 	", schedule = " X(schedule) ", ttr_ms = " X(ttr_ms) \
 	", state = " X(state) ", attempts = " X(attempts) \
 	", created_ms = " X(created_ms) ", updated_ms = " X(updated_ms) \
-	", finished_ms = " X(finished_ms)
+	", put_id = " X(put_id) ", finished_ms = " X(finished_ms)
 #define EXCLUDED(c)	"excluded." #c
-#define VALUES(c)	"VALUES(" #c ")"
 #define SQLITE_UPSERT	" ON CONFLICT (tenant, id) DO UPDATE SET " \
-	UPSERT_SET(EXCLUDED)
-#define MYSQL_UPSERT	" ON DUPLICATE KEY UPDATE " UPSERT_SET(VALUES)
+	UPSERT_SET(EXCLUDED) " WHERE excluded.put_id IS NULL OR " \
+	"jobs.finished_ms IS NOT NULL OR jobs.put_id = excluded.put_id"
+#define MYSQL_MAY	"(VALUES(put_id) IS NULL OR finished_ms IS NOT NULL " \
+	"OR put_id = VALUES(put_id))"
+#define IF_MAY(c)	"IF(" MYSQL_MAY ", VALUES(" #c "), " #c ")"
+#define MYSQL_UPSERT	" ON DUPLICATE KEY UPDATE " UPSERT_SET(IF_MAY)
 
 #define LIST_SQL(f) "SELECT " JOB_COLS " FROM jobs " \
 	"WHERE tenant = ? AND id < ?" f " ORDER BY id DESC LIMIT ?"
@@ -60,7 +71,9 @@ static const char *const common_sql[JS_COUNT] = {
 	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ? "
 	    "WHERE tenant = ? AND id = ? AND updated_ms <= ?",
 	[JS_JOB_VOID] = "DELETE FROM jobs "
-	    "WHERE tenant = ? AND id = ? AND state = 'scheduled'",
+	    "WHERE tenant = ? AND id = ? AND state = 'scheduled' "
+	    "AND (? IS NULL OR put_id = ?)",
+	[JS_JOB_PUT_ID] = "SELECT put_id FROM jobs WHERE tenant = ? AND id = ?",
 	[JS_JOB_GET] = "SELECT " JOB_COLS " FROM jobs "
 	    "WHERE tenant = ? AND id = ?",
 	[JS_SCAN_TENANT] = "SELECT " JOB_COLS " FROM jobs "
@@ -274,16 +287,38 @@ static const char *const sqlite_v3[] = {
 	NULL,
 };
 
+/*
+ * Version 3 -> 4: jobs.put_id, the token of the put that wrote the row
+ * (NULL: a put without one, or a row written before).  A push's put of a
+ * client-given id carries one: it does not replace another put's
+ * unfinished row, and the removal of a push Redis did not make (a void
+ * transition) takes only the row its own put wrote.  Additive: an older
+ * build still running ignores the column.  SQLite runs the step inside the
+ * schema lock's transaction, so it is never half done; MariaDB's ADD
+ * COLUMN IF NOT EXISTS makes it safe to run again.
+ */
+static const char *const sqlite_v4[] = {
+	"ALTER TABLE jobs ADD COLUMN put_id INTEGER",
+	NULL,
+};
+
+static const char *const mysql_v4[] = {
+	"ALTER TABLE jobs ADD COLUMN IF NOT EXISTS put_id BIGINT NULL",
+	NULL,
+};
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v1,
 	sqlite_v2,
 	sqlite_v3,
+	sqlite_v4,
 };
 static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	mysql_v1,
 	version_only,
 	version_only,
+	mysql_v4,
 };
 
 static const char sqlite_version_table[] =

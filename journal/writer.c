@@ -66,6 +66,7 @@ job_args(struct jrnl_val *a, const struct jrnl_job *job)
 	a[13] = jrnl_vint(updated);
 	a[14] = jrnl_state_finished(state) ? jrnl_vint(updated) :
 	    jrnl_vtext(NULL);
+	a[15] = job->put_id != 0 ? jrnl_vint(job->put_id) : jrnl_vtext(NULL);
 }
 
 /* Writes row i (0, 1, .. in order) of a put_rows() at a. */
@@ -174,7 +175,9 @@ apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 	if (is_void(t)) {
 		a[0] = jrnl_vtext(t->tenant);
 		a[1] = jrnl_vtext(t->job_id);
-		return jrnl_run(j->drv, j->wconn, JS_JOB_VOID, a, 2, NULL,
+		a[2] = a[3] = t->put_id != 0 ? jrnl_vint(t->put_id) :
+		    jrnl_vtext(NULL);
+		return jrnl_run(j->drv, j->wconn, JS_JOB_VOID, a, 4, NULL,
 		    NULL, NULL);
 	}
 
@@ -191,6 +194,45 @@ apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 	a[9] = jrnl_vint(t->at_ms);
 	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 10, NULL, NULL,
 	    NULL);
+}
+
+static int
+put_id_row(const struct jrnl_val *cols, size_t ncols, void *arg)
+{
+	int64_t *id = arg;
+
+	if (ncols >= 1 && cols[0].type == JRNL_V_INT)
+		*id = cols[0].i;
+	return 0;
+}
+
+/*
+ * Tells each job of reqs that asks (a token and somewhere to say it)
+ * whether its row is its own or another put's that it did not replace.
+ */
+static enum jrnl_err
+tell_contested(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq)
+{
+	const struct jrnl_job *job;
+	struct jrnl_val a[2];
+	enum jrnl_err e;
+	int64_t id;
+	size_t i, k;
+
+	for (i = 0; i < nreq; i++)
+		for (k = 0; k < reqs[i]->n; k++) {
+			job = &reqs[i]->jobs[k];
+			if (job->put_id == 0 || job->contested == NULL)
+				continue;
+			a[0] = jrnl_vtext(job->tenant);
+			a[1] = jrnl_vtext(job->id);
+			id = 0;
+			if ((e = jrnl_run(j->drv, j->wconn, JS_JOB_PUT_ID, a, 2,
+			    put_id_row, &id, NULL)) != JRNL_OK)
+				return e;
+			*job->contested = id != job->put_id;
+		}
+	return JRNL_OK;
 }
 
 /*
@@ -214,7 +256,7 @@ tx_write(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq,
 	if ((e = j->drv->begin(j->wconn)) != JRNL_OK)
 		return e;
 	if ((e = put_rows(j, JS_PUT_MANY, JRNL_JOB_COLS, njobs, job_row,
-	    &w)) != JRNL_OK)
+	    &w)) != JRNL_OK || (e = tell_contested(j, reqs, nreq)) != JRNL_OK)
 		goto fail;
 	if ((e = put_rows(j, JS_TRANS_MANY, JRNL_TRANS_COLS, nrows, trans_row,
 	    rows)) != JRNL_OK)

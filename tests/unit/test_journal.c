@@ -213,6 +213,7 @@ test_migrate_v1(void **state)
 		assert_int_equal(tj_exec(b, "CREATE INDEX jobs_open ON jobs "
 		    "(finished_ms, tenant, id)"), 0);
 	}
+	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN put_id"), 0);
 	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
 	    "WHERE version > 1"), 0);
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
@@ -222,6 +223,9 @@ test_migrate_v1(void **state)
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
 	    JRNL_SCHEMA_VERSION);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 3);
+	/* Version 4's column, NULL in the rows written before. */
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE put_id IS NULL"), 3);
 	if (!b->is_mysql) {
 		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
 		    "WHERE name = 'jobs_bizkey' AND "
@@ -697,6 +701,128 @@ static const char *
 list_bizkey(int i)
 {
 	return i % 5 == 0 ? "order-5" : i % 7 == 0 ? "order-7" : NULL;
+}
+
+/*
+ * Two pushes of one client-given id in flight together, one made by Redis
+ * and one refused: their puts carry tokens, so the second put of the id
+ * does not replace the first's row (and is told so), and the refused one's
+ * void removes only the row its own put wrote.  Whichever put came first,
+ * the made job keeps a row that is its own.
+ */
+static int
+topic_of(struct tb *b, const char *id, const char *topic)
+{
+	char q[160];
+
+	snprintf(q, sizeof(q), "SELECT COUNT(*) FROM jobs WHERE tenant = 'k' "
+	    "AND id = '%s' AND topic = '%s'", id, topic);
+	return (int)tj_int(b, q);
+}
+
+static void
+test_put_token(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_job made, refused, repair, plain;
+	struct jrnl_transition v;
+	int mc, rc;
+	struct jrnl *j;
+
+	j = tj_open(b, JRNL_MODE_SYNC);
+
+	/* The made push's put first: the refused one's leaves its row. */
+	made = tj_job("k", "a", "X1", NULL, 10);
+	refused = tj_job("k", "b", "X1", NULL, 10);
+	made.put_id = 1;
+	made.contested = &mc;
+	refused.put_id = 2;
+	refused.contested = &rc;
+	mc = rc = -1;
+	assert_int_equal(jrnl_put_jobs(j, &made, 1), JRNL_OK);
+	assert_int_equal(jrnl_put_jobs(j, &refused, 1), JRNL_OK);
+	assert_int_equal(mc, 0);
+	assert_int_equal(rc, 1);
+	v = tj_trans("k", "X1", "scheduled", JRNL_STATE_VOID, 10, 0);
+	v.put_id = 2;
+	jrnl_transition(j, &v);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(topic_of(b, "X1", "a"), 1);
+
+	/*
+	 * The refused push's put first: the made one is told its row is
+	 * another's, and writes its job's row again from Redis (a put without
+	 * a token: api_journal_repair), which the void, before or after it,
+	 * does not take.
+	 */
+	made.id = refused.id = "X2";
+	made.put_id = 3;
+	refused.put_id = 4;
+	mc = rc = -1;
+	assert_int_equal(jrnl_put_jobs(j, &refused, 1), JRNL_OK);
+	assert_int_equal(jrnl_put_jobs(j, &made, 1), JRNL_OK);
+	assert_int_equal(rc, 0);
+	assert_int_equal(mc, 1);
+	assert_int_equal(topic_of(b, "X2", "b"), 1);
+	repair = tj_job("k", "a", "X2", NULL, 10);
+	assert_int_equal(jrnl_put_jobs(j, &repair, 1), JRNL_OK);
+	v.job_id = "X2";
+	v.put_id = 4;
+	jrnl_transition(j, &v);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(topic_of(b, "X2", "a"), 1);
+
+	made.id = refused.id = repair.id = v.job_id = "X3";
+	made.put_id = 5;
+	refused.put_id = 6;
+	v.put_id = 6;
+	assert_int_equal(jrnl_put_jobs(j, &refused, 1), JRNL_OK);
+	assert_int_equal(jrnl_put_jobs(j, &made, 1), JRNL_OK);
+	assert_int_equal(mc, 1);
+	jrnl_transition(j, &v);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(topic_of(b, "X3", "b"), 0);	/* its own row */
+	assert_int_equal(jrnl_put_jobs(j, &repair, 1), JRNL_OK);
+	assert_int_equal(topic_of(b, "X3", "a"), 1);
+
+	/* The same put written again replaces its own row. */
+	made.id = "X1";
+	made.put_id = 1;
+	made.priority = 7;
+	assert_int_equal(jrnl_put_jobs(j, &made, 1), JRNL_OK);
+	assert_int_equal(mc, 0);
+	assert_int_equal(tj_int(b, "SELECT priority FROM jobs "
+	    "WHERE tenant = 'k' AND id = 'X1'"), 7);
+
+	/* A finished row is replaced (an id used again after retention). */
+	plain = tj_job("k", "b", "X4", "delivered", 10);
+	assert_int_equal(jrnl_put_jobs(j, &plain, 1), JRNL_OK);
+	made.id = "X4";
+	made.put_id = 8;
+	assert_int_equal(jrnl_put_jobs(j, &made, 1), JRNL_OK);
+	assert_int_equal(mc, 0);
+	assert_int_equal(topic_of(b, "X4", "a"), 1);
+	assert_string_equal(tj_get_one(j, "k", "X4").state, "scheduled");
+
+	/* A void without a token removes the scheduled row, as before. */
+	plain = tj_job("k", "b", "X5", NULL, 10);
+	assert_int_equal(jrnl_put_jobs(j, &plain, 1), JRNL_OK);
+	v = tj_trans("k", "X5", "scheduled", JRNL_STATE_VOID, 10, 0);
+	jrnl_transition(j, &v);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(tj_get_one(j, "k", "X5").found, 0);
+	tj_close(j);
+
+	/* ASYNC: written after the return, nobody is told. */
+	j = tj_open(b, JRNL_MODE_ASYNC);
+	made.id = "X6";
+	made.put_id = 9;
+	mc = -1;
+	assert_int_equal(jrnl_put_jobs(j, &made, 1), JRNL_OK);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(mc, -1);
+	assert_int_equal(topic_of(b, "X6", "a"), 1);
+	tj_close(j);
 }
 
 static void
@@ -1239,6 +1365,7 @@ main(void)
 		BOTH(test_group_commit),
 		BOTH(test_put_cb),
 		BOTH(test_transitions),
+		BOTH(test_put_token),
 		BOTH(test_list),
 		BOTH(test_scan_unfinished),
 		BOTH(test_meta),
