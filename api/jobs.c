@@ -23,11 +23,12 @@
  *    for it.
  *  - Accepted means journaled: jobs are written to the journal before
  *    Redis.  A journaled job that Redis then does not make (deduplicated by
- *    bizkey, refused, Redis down) has its row marked cancelled, and that
- *    mark is flushed before the answer, so a restore never brings it back
- *    as a second job.  A client-given id (/push) that names a job already
- *    in Redis is answered from Redis without touching the journal, whose
- *    row for that id must keep describing the job that exists.
+ *    bizkey, refused, Redis down) has its row removed (a void transition,
+ *    which takes only the row its own put wrote), flushed before the
+ *    answer, so a restore never brings it back as a second job.  A
+ *    client-given id (/push) that names a job already in Redis is
+ *    answered from Redis without touching the journal, whose row for that
+ *    id must keep describing the job that exists.
  *  - In sync mode a push waits for its journal commit without holding an
  *    HTTP thread: the request is parked (api_suspend) with its parsed jobs
  *    in req->state (struct api_accept), the journal calls back from its
@@ -1309,9 +1310,11 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		if (jobs[i].status != 0) {
 			unmade++;
 			/*
-			 * Not accepted, whatever the reason.  (Redis down or a
-			 * timeout may hide a push that did happen: its own
-			 * transitions then overwrite this mark.)
+			 * Not accepted, whatever the reason: its row goes.
+			 * (Redis down or a timeout may hide a push that did
+			 * happen: the client, answered 503, was not told it
+			 * was accepted, and its later transitions find no
+			 * row.)
 			 */
 			api_journal_void(req, req->tenant, &jobs[i], now);
 			nvoid++;
