@@ -513,6 +513,243 @@ json_number(const unsigned char *s, size_t i, size_t n,
 }
 
 /*
+ * Member names, to find one given twice in an object: json-c keeps the
+ * last without a word, so {"delay_ms": "soon", "delay_ms": 1} would pass
+ * as the second, and a job's body would lose the first on its way to the
+ * callback.  The names of the objects open at a point of the scan are kept
+ * in one array, an object's after its parent's, dropped when it closes.
+ * An object's names are compared when it closes: pairwise when it has a
+ * few, sorted when it has more, so an object of m members costs at most
+ * m log m comparisons.  Names compare as json-c keeps them: escapes
+ * decoded, cut at a NUL, a lone surrogate read as U+FFFD.
+ */
+#define NAMES_LOCAL	32	/* names kept without allocating */
+#define NAMES_PAIRWISE	8	/* objects up to this size compare pairwise */
+
+struct json_name {
+	const unsigned char	*p;	/* the name as json-c keeps it */
+	size_t			 len;
+	size_t			 at;	/* its offset in the text */
+};
+
+struct json_names {
+	struct json_name	*v;	/* the open objects' names */
+	size_t			 n;
+	size_t			 cap;
+	unsigned char		*dec;	/* decoded names (those with escapes) */
+	size_t			 declen;
+	/* Per level: an object's first name in v; its current one in v, or
+	   an array's current element. */
+	size_t			 first[JSON_STRICT_DEPTH];
+	size_t			 pos[JSON_STRICT_DEPTH];
+	struct json_name	 local[NAMES_LOCAL];
+};
+
+static uint32_t
+hex4(const unsigned char *s)
+{
+	return (uint32_t)(str_hexval(s[0]) << 12 | str_hexval(s[1]) << 8 |
+	    str_hexval(s[2]) << 4 | str_hexval(s[3]));
+}
+
+/* Writes code point cp at d[k] as UTF-8; the length after it. */
+static size_t
+utf8_put(unsigned char *d, size_t k, uint32_t cp)
+{
+	if (cp < 0x80) {
+		d[k++] = (unsigned char)cp;
+		return k;
+	}
+	if (cp < 0x800)
+		d[k++] = (unsigned char)(0xc0 | cp >> 6);
+	else {
+		if (cp < 0x10000)
+			d[k++] = (unsigned char)(0xe0 | cp >> 12);
+		else {
+			d[k++] = (unsigned char)(0xf0 | cp >> 18);
+			d[k++] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+		}
+		d[k++] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+	}
+	d[k++] = (unsigned char)(0x80 | (cp & 0x3f));
+	return k;
+}
+
+/*
+ * Decodes the valid string contents s[i..j) into d the way json-c keeps
+ * a member name; its length (never more than j - i).
+ */
+static size_t
+name_decode(const unsigned char *s, size_t i, size_t j, unsigned char *d)
+{
+	static const char esc[] = "b\bf\fn\nr\rt\t";
+	const char *e;
+	uint32_t cp, lo;
+	size_t k = 0;
+
+	while (i < j) {
+		if (s[i] != '\\') {
+			d[k++] = s[i++];
+			continue;
+		}
+		if (s[++i] != 'u') {
+			e = strchr(esc, s[i]);
+			d[k++] = e != NULL ? (unsigned char)e[1] : s[i];
+			i++;
+			continue;
+		}
+		cp = hex4(s + i + 1);
+		i += 5;
+		if (cp >= 0xd800 && cp <= 0xdbff && j - i >= 6 &&
+		    s[i] == '\\' && s[i + 1] == 'u' &&
+		    (lo = hex4(s + i + 2)) >= 0xdc00 && lo <= 0xdfff) {
+			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			i += 6;
+		} else if (cp >= 0xd800 && cp <= 0xdfff)
+			cp = 0xfffd;
+		if (cp == 0)
+			break;
+		k = utf8_put(d, k, cp);
+	}
+	return k;
+}
+
+/* Notes the member name at s[i..j) (quotes included) of a text of n. */
+static void
+names_add(struct json_names *nm, const unsigned char *s, size_t i, size_t j,
+    size_t n)
+{
+	struct json_name *e;
+	const unsigned char *raw = s + i + 1;
+	size_t rawlen = j - i - 2;
+
+	if (nm->n == nm->cap) {
+		if (nm->v == nm->local) {
+			nm->v = xreallocarray(NULL, nm->cap * 2,
+			    sizeof(*nm->v));
+			memcpy(nm->v, nm->local, sizeof(nm->local));
+		} else
+			nm->v = xreallocarray(nm->v, nm->cap * 2,
+			    sizeof(*nm->v));
+		nm->cap *= 2;
+	}
+	e = &nm->v[nm->n++];
+	e->at = i;
+	if (memchr(raw, '\\', rawlen) == NULL) {
+		e->p = raw;
+		e->len = rawlen;
+		return;
+	}
+	/* Decoded names are no longer than their text: n bytes hold all. */
+	if (nm->dec == NULL)
+		nm->dec = xmalloc(n);
+	e->p = nm->dec + nm->declen;
+	e->len = name_decode(s, i + 1, j - 1, nm->dec + nm->declen);
+	nm->declen += e->len;
+}
+
+static int
+name_eq(const struct json_name *x, const struct json_name *y)
+{
+	return x->len == y->len && memcmp(x->p, y->p, x->len) == 0;
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	const struct json_name *x = a, *y = b;
+	int c;
+
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	if ((c = memcmp(x->p, y->p, x->len)) != 0)
+		return c;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * The object whose names start at first closes: drops its names and
+ * returns the one repeated first in the text (its second occurrence), or
+ * NULL.  What it returns stays valid until the next names_add().
+ */
+static const struct json_name *
+names_close(struct json_names *nm, size_t first)
+{
+	struct json_name *v = nm->v + first, *dup = NULL;
+	size_t m = nm->n - first, i, k;
+
+	nm->n = first;
+	if (m <= NAMES_PAIRWISE) {
+		for (i = 1; i < m; i++)
+			for (k = 0; k < i; k++)
+				if (name_eq(&v[i], &v[k]))
+					return &v[i];
+		return NULL;
+	}
+	qsort(v, m, sizeof(*v), name_cmp);
+	for (i = 1; i < m; i++)
+		if (name_eq(&v[i], &v[i - 1]) &&
+		    (dup == NULL || v[i].at < dup->at))
+			dup = &v[i];
+	return dup;
+}
+
+/*
+ * Appends b[0..n) to the path out (of outlen, NUL-terminated, *len long),
+ * whole UTF-8 sequences only, a name cut at a control character, quote
+ * or backslash; once something did not fit, nothing more is added.
+ */
+static void
+path_put(char *out, size_t outlen, size_t *len, const unsigned char *b,
+    size_t n)
+{
+	size_t k, c;
+
+	for (k = 0; k < n && b[k] >= 0x20 && b[k] != '"' && b[k] != '\\';
+	    k += c) {
+		c = b[k] < 0x80 ? 1 : (b[k] & 0xe0) == 0xc0 ? 2 :
+		    (b[k] & 0xf0) == 0xe0 ? 3 : 4;
+		if (*len + c >= outlen || k + c > n) {
+			*len = outlen - 1;
+			return;
+		}
+		memcpy(out + *len, b + k, c);
+		out[*len += c] = '\0';
+	}
+}
+
+/*
+ * The path of name e of the object at level d, as errors name fields:
+ * "jobs[3].body.a" (stack[0..d) the levels that lead to it).
+ */
+static void
+names_path(const struct json_names *nm, const char *stack, int d,
+    const struct json_name *e, char *out, size_t outlen)
+{
+	char idx[32];
+	size_t len = 0;
+	int k;
+
+	out[0] = '\0';
+	for (k = 0; k <= d; k++) {
+		if (k < d && stack[k] == '[') {
+			snprintf(idx, sizeof(idx), "[%zu]", nm->pos[k]);
+			path_put(out, outlen, &len,
+			    (const unsigned char *)idx, strlen(idx));
+			continue;
+		}
+		if (len > 0)
+			path_put(out, outlen, &len,
+			    (const unsigned char *)".", 1);
+		if (k < d)
+			path_put(out, outlen, &len, nm->v[nm->pos[k]].p,
+			    nm->v[nm->pos[k]].len);
+		else
+			path_put(out, outlen, &len, e->p, e->len);
+	}
+}
+
+/*
  * RFC 8259 syntax, which json-c does not enforce even when strict (it takes
  * single quotes, NaN, Infinity, "1." and raw control characters in
  * strings).  NULL when s is one valid JSON text, else the reason.
@@ -528,7 +765,16 @@ api_json_strict_check(const unsigned char *s, size_t n)
 const char *
 api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
 {
+	return api_json_scan_dup(s, n, sh, NULL, 0);
+}
+
+/* api_json_scan(), and with nm a member name given twice (see above). */
+static const char *
+json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh,
+    struct json_names *nm, char *dup, size_t duplen)
+{
 	enum { J_VALUE, J_VALUE1, J_KEY, J_KEY1, J_AFTER } st = J_VALUE;
+	const struct json_name *e;
 	char stack[JSON_STRICT_DEPTH];
 	int depth = 0;
 	size_t i = 0, j;
@@ -555,6 +801,10 @@ api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
 				stack[depth++] = (char)s[i];
 				if (depth > sh->depth)
 					sh->depth = depth;
+				if (nm != NULL && s[i] == '{')
+					nm->first[depth - 1] = nm->n;
+				else if (nm != NULL)
+					nm->pos[depth - 1] = 0;
 				st = s[i++] == '{' ? J_KEY1 : J_VALUE1;
 				break;
 			}
@@ -588,6 +838,10 @@ api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
 		case J_KEY:
 			if (s[i] != '"' || (j = json_string(s, i, n, sh)) == 0)
 				return "a member name must be a string";
+			if (nm != NULL) {
+				names_add(nm, s, i, j, n);
+				nm->pos[depth - 1] = nm->n - 1;
+			}
 			i = json_ws(s, j, n);
 			if (i >= n || s[i] != ':')
 				return "':' expected after a member name";
@@ -600,8 +854,20 @@ api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
 			if (s[i] == ',') {
 				i++;
 				st = stack[depth - 1] == '{' ? J_KEY : J_VALUE;
-			} else if ((s[i] == '}' && stack[depth - 1] == '{') ||
-			    (s[i] == ']' && stack[depth - 1] == '[')) {
+				if (nm != NULL && st == J_VALUE)
+					nm->pos[depth - 1]++;
+			} else if (s[i] == '}' && stack[depth - 1] == '{') {
+				if (nm != NULL && (e = names_close(nm,
+				    nm->first[depth - 1])) != NULL) {
+					sh->dup_name = 1;
+					names_path(nm, stack, depth - 1, e,
+					    dup, duplen);
+					return "a member name is given twice "
+					    "in one object";
+				}
+				depth--;
+				i++;
+			} else if (s[i] == ']' && stack[depth - 1] == '[') {
 				depth--;
 				i++;
 			} else
@@ -612,6 +878,28 @@ api_json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh)
 	}
 }
 
+const char *
+api_json_scan_dup(const unsigned char *s, size_t n,
+    struct api_json_shape *sh, char *dup, size_t duplen)
+{
+	struct json_names nm;
+	const char *why;
+
+	if (dup == NULL || duplen == 0)
+		return json_scan(s, n, sh, NULL, NULL, 0);
+	dup[0] = '\0';
+	nm.v = nm.local;
+	nm.n = 0;
+	nm.cap = NAMES_LOCAL;
+	nm.dec = NULL;
+	nm.declen = 0;
+	why = json_scan(s, n, sh, &nm, dup, duplen);
+	if (nm.v != nm.local)
+		free(nm.v);
+	free(nm.dec);
+	return why;
+}
+
 int
 api_body_json(struct api_req *req, json_object **out)
 {
@@ -620,6 +908,7 @@ api_body_json(struct api_req *req, json_object **out)
 	const char *why;
 	json_object *obj;
 	enum json_tokener_error e;
+	char dup[256];
 
 	*out = NULL;
 	if (req->body.len == 0) {
@@ -632,10 +921,17 @@ api_body_json(struct api_req *req, json_object **out)
 		    "the body contains a NUL byte");
 		return -1;
 	}
-	if ((why = api_json_scan((const unsigned char *)req->body.data,
-	    req->body.len, &sh)) != NULL) {
-		api_error(req, 400, "invalid_json", NULL,
-		    "the body is not valid JSON: %s", why);
+	if ((why = api_json_scan_dup((const unsigned char *)req->body.data,
+	    req->body.len, &sh, dup, sizeof(dup))) != NULL) {
+		if (sh.dup_name)
+			api_error(req, 400, "invalid_json",
+			    dup[0] != '\0' ? dup : NULL,
+			    "%s is given twice: an object must name each "
+			    "member once", dup[0] != '\0' ? dup :
+			    "a member name");
+		else
+			api_error(req, 400, "invalid_json", NULL,
+			    "the body is not valid JSON: %s", why);
 		return -1;
 	}
 	/* The member that holds it answers (api_json_int, job bodies). */

@@ -164,10 +164,20 @@ struct api_json_shape {
 	int	u_escape;	/* a string has a \u escape */
 	int	unprintable;	/* a string has a byte past 0x7e */
 	int	int_range;	/* an integer beyond -2^63 .. 2^64 - 1 */
+	int	dup_name;	/* an object names a member twice (only
+				   api_json_scan_dup() looks) */
 };
 const char *api_json_strict_check(const unsigned char *s, size_t n);
 const char *api_json_scan(const unsigned char *s, size_t n,
 	    struct api_json_shape *sh);
+/*
+ * api_json_scan(), which also refuses a member name given twice in one
+ * object (json-c keeps the last without a word): then sh->dup_name is set
+ * and dup (duplen > 0) holds the member's path as errors name fields
+ * ("jobs[3].delay_ms").
+ */
+const char *api_json_scan_dup(const unsigned char *s, size_t n,
+	    struct api_json_shape *sh, char *dup, size_t duplen);
 
 /* Parse the body as JSON (an object); -1 after answering 400. */
 int	api_body_json(struct api_req *req, json_object **out);
