@@ -304,6 +304,92 @@ def _():
     assert st == 200 and b"123456789012345678901234567890" in raw, raw
 
 
+def counts(q):
+    st, _, b = E.req("GET", "/v1/topics/" + q, key=KEY)
+    assert st == 200, (st, b)
+    return b["counts"]
+
+
+MANY = b", ".join(b'"k%d": %d' % (i, i) for i in range(300))
+
+
+@t.test("a member named twice in one object is refused 400 naming it, and "
+        "changes nothing")
+def _():
+    q = E.topic(KEY, mode="pull", timeout_ms=1000)["name"]
+    topic_before = E.req("GET", "/v1/topics/" + q, key=KEY)[2]
+    tenant_before = E.admin("GET", "/v1/tenants/" + NAME)[2]
+    jobs = "/v1/topics/%s/jobs" % q
+    batch = "/v1/topics/%s/jobs:batch" % q
+    for m, p, body, field in [
+            ("POST", jobs, b'{"delay_ms": "soon", "delay_ms": 1}',
+             "delay_ms"),
+            ("POST", jobs, b'{"delay_ms": 1, "body": 1, "delay_ms": 1}',
+             "delay_ms"),
+            # Names compare as json-c keeps them: escapes decoded.
+            ("POST", jobs, b'{"bizkey": "a", "\\u0062izkey": "b"}',
+             "bizkey"),
+            # The job's body is checked too: json-c would keep one of the
+            # two, and the callback would never see the other.
+            ("POST", jobs, b'{"body": {"a": 1, "b": {"c": 1, "c": 2}}}',
+             "body.b.c"),
+            ("POST", jobs, b'{"body": [0, {"x": {}}, {"x": 1, "x": 1}]}',
+             "body[2].x"),
+            ("POST", jobs, b'{"body": {"\\u00e9": 1, "\xc3\xa9": 2}}',
+             "body.\u00e9"),
+            # json-c cuts a name at a NUL: "a\u0000b" would replace "a".
+            ("POST", jobs, b'{"body": {"a": 1, "a\\u0000b": 2}}',
+             "body.a"),
+            ("POST", jobs, b'{"body": {' + MANY + b', "k7": 0}}',
+             "body.k7"),
+            ("POST", jobs, b'{"headers": {"X-A": "1", "X-A": "2"}}',
+             "headers.X-A"),
+            ("POST", batch, b'{"jobs": [{"body": 1}, '
+             b'{"delay_ms": 1, "delay_ms": 2}]}', "jobs[1].delay_ms"),
+            ("POST", batch, b'{"jobs": [{}], "jobs": [{}, {}]}', "jobs"),
+            ("POST", batch, b'{"jobs": [{"headers": {"X-A": "1", '
+             b'"X-B": "1", "X-A": "1"}}]}', "jobs[0].headers.X-A"),
+            ("POST", batch, b'{"jobs": [{}, {"body": {"a": {"b": 1, '
+             b'"b": 1}}}]}', "jobs[1].body.a.b"),
+            ("POST", "/push", ('{"topic": "%s", "body": 1, "body": 2}' %
+                               q).encode(), "body"),
+            ("PUT", "/v1/topics/" + q, b'{"mode": "pull", "mode": "push"}',
+             "mode"),
+            ("PUT", "/v1/topics/" + q, b'{"headers": {"X-A": "1", '
+             b'"X-A": "1"}}', "headers.X-A"),
+            ("PATCH", "/v1/jobs/" + ACCEPTED[0],
+             b'{"delay_ms": 1, "delay_ms": 2}', "delay_ms"),
+            ("POST", "/v1/jobs/%s/ack" % ACCEPTED[1],
+             b'{"token": "a", "token": "b"}', "token"),
+            ("POST", "/v1/tenants", b'{"name": "dup1", "name": "dup2"}',
+             "name"),
+            ("PATCH", "/v1/tenants/" + NAME,
+             b'{"max_pending": 5, "max_pending": 6}', "max_pending")]:
+        key = E.d.admin_key if "tenants" in p else KEY
+        st, _, b = E.req(m, p, body, key=key,
+                         headers={"Content-Type": "application/json"})
+        assert st == 400, (p, body, st, b)
+        assert b["error"]["code"] == "invalid_json", (p, body, b)
+        assert b["error"]["field"] == field, (p, body, field, b)
+    # Nothing was made or changed.
+    assert sum(counts(q).values()) == 0, counts(q)
+    assert E.req("GET", "/v1/topics/" + q, key=KEY)[2] == topic_before
+    assert E.admin("GET", "/v1/tenants/" + NAME)[2] == tenant_before
+    for t_ in ("dup1", "dup2"):
+        assert E.admin("GET", "/v1/tenants/" + t_)[0] == 404, t_
+    assert intact()
+    # Same names in different objects are fine, as is a body sent as a
+    # string: it reaches the callback as it is.
+    for body in [b'{"body": {"a": {"x": 1}, "b": {"x": 1}, "x": 1}}',
+                 b'{"body": [{"x": 1}, {"x": 1}]}',
+                 b'{"body": {' + MANY + b'}}',
+                 b'{"body": {"\\u00e9": 1, "e\\u0301": 2}}',
+                 b'{"body": "{\\"a\\": 1, \\"a\\": 2}"}']:
+        st, _, b = E.req("POST", jobs, body, key=KEY,
+                         headers={"Content-Type": "application/json"})
+        assert st == 201, (body, st, b)
+
+
 @t.test("after all of it the daemon is healthy and the jobs intact")
 def _():
     assert intact()
