@@ -119,15 +119,19 @@ api_body_value(const char *body, size_t len)
 	struct api_json_shape sh;
 	struct json_tokener *tok;
 	json_object *v = NULL;
-	char *copy;
+	char *copy, dup[1];
 	size_t i;
 
 	if (body == NULL || len == 0)
 		return json_object_new_string("");
-	/* An integer json-c would clamp is shown as the text it is. */
+	/*
+	 * An integer json-c would clamp, or a member named twice (a body
+	 * sent as a string: json-c would show one), is shown as the text it
+	 * is.
+	 */
 	if (memchr(body, '\0', len) != NULL || len > INT32_MAX - 1 ||
-	    api_json_scan((const unsigned char *)body, len, &sh) != NULL ||
-	    sh.int_range)
+	    api_json_scan_dup((const unsigned char *)body, len, &sh, dup,
+	    sizeof(dup)) != NULL || sh.int_range)
 		return safe_string(body, len);
 	/* A trailing blank ends a top-level number ("42" is complete). */
 	copy = xmalloc(len + 1);

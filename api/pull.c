@@ -430,17 +430,21 @@ api_pull_notify(const char *tenant, const char *topic)
  * Whether s[0 .. len-1] is one JSON value of the plain kind that json-c
  * reads and prints back as the same value: strings of printable ASCII
  * with no \\u escapes, numbers without exponents or long digit runs, at
- * most PLAIN_DEPTH deep, not a bare null.  Such text can be copied into
- * an answer as it is; anything else (valid JSON or not) takes the json-c
- * path.  The request bodies' RFC 8259 check reads it and says its shape.
+ * most PLAIN_DEPTH deep, not a bare null, no member named twice (a body
+ * sent as a string may hold one; json-c would show it as the string).
+ * Such text can be copied into an answer as it is; anything else (valid
+ * JSON or not) takes the json-c path.  The request bodies' RFC 8259 check
+ * reads it and says its shape.
  */
 static int
 json_plain(const char *s, size_t len)
 {
 	struct api_json_shape sh;
 	size_t i = 0;
+	char dup[1];
 
-	if (api_json_scan((const unsigned char *)s, len, &sh) != NULL ||
+	if (api_json_scan_dup((const unsigned char *)s, len, &sh, dup,
+	    sizeof(dup)) != NULL ||
 	    sh.depth > PLAIN_DEPTH || sh.digits > PLAIN_DIGITS ||
 	    sh.exponent || sh.u_escape || sh.unprintable)
 		return 0;

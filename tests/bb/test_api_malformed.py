@@ -5,6 +5,7 @@ body, 20,000 headers, garbage instead of HTTP.  Each is answered with a 4xx
 or a closed connection; the daemon stays healthy and every job it accepted
 before stays intact."""
 
+import json
 import os
 import random
 import socket
@@ -388,6 +389,19 @@ def _():
         st, _, b = E.req("POST", jobs, body, key=KEY,
                          headers={"Content-Type": "application/json"})
         assert st == 201, (body, st, b)
+
+
+@t.test("a body sent as a string that names a member twice reads back as "
+        "that string, not as json-c's reading of it")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    text = '{"a": 1, "b": {"c": 2}, "a": 3}'
+    j = E.push(KEY, q, text)["id"]
+    assert E.job(KEY, j)["body"] == text, E.job(KEY, j)
+    st, raw = send("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q, b"")
+    assert st == 200, raw[:300]
+    r = json.loads(raw.partition(b"\r\n\r\n")[2])
+    assert r["id"] == j and r["body"] == text, r
 
 
 @t.test("after all of it the daemon is healthy and the jobs intact")

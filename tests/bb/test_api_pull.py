@@ -108,6 +108,14 @@ def nan_refused(name):
     raise ValueError("not JSON: " + name)
 
 
+def dup_refused(pairs):
+    """A text naming a member twice reads back as the string it is."""
+    names = [k for k, _ in pairs]
+    if len(set(names)) != len(names):
+        raise ValueError("a member named twice")
+    return dict(pairs)
+
+
 @t.test("reserve answers each body as GET /v1/jobs/{id} shows it")
 def _():
     q = pull_topic(ttr_ms=20000)
@@ -135,7 +143,8 @@ def _():
         body = jobs[jid]
         if isinstance(body, str):
             try:        # RFC 8259: no raw control characters, no NaN
-                want = json.loads(body, parse_constant=nan_refused)
+                want = json.loads(body, parse_constant=nan_refused,
+                                  object_pairs_hook=dup_refused)
             except ValueError:
                 want = body
         else:
