@@ -201,8 +201,8 @@ static_file(struct api_req *req)
 }
 
 const struct api_route api_routes_dashboard[] = {
-	{ "GET", "/", API_AUTH_NONE, index_page, "the dashboard" },
+	{ "GET", "/", API_AUTH_NONE, index_page, "the dashboard", 0 },
 	{ "GET", "/static/{file}", API_AUTH_NONE, static_file,
-	    "the dashboard's scripts, styles and images" },
-	{ NULL, NULL, 0, NULL, NULL },
+	    "the dashboard's scripts, styles and images", 0 },
+	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

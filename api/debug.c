@@ -105,8 +105,8 @@ clock_post(struct api_req *req)
 
 const struct api_route api_routes_debug[] = {
 	{ "GET", "/v1/debug/clock", API_AUTH_ADMIN, clock_get,
-	  "read the test clock" },
+	  "read the test clock", 0 },
 	{ "POST", "/v1/debug/clock", API_AUTH_ADMIN, clock_post,
-	  "move the test clock" },
-	{ NULL, NULL, 0, NULL, NULL },
+	  "move the test clock", 0 },
+	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

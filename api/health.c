@@ -53,7 +53,7 @@ readyz(struct api_req *req)
 }
 
 const struct api_route api_routes_health[] = {
-	{ "GET", "/healthz", API_AUTH_NONE, healthz, "liveness" },
-	{ "GET", "/readyz", API_AUTH_NONE, readyz, "readiness" },
-	{ NULL, NULL, 0, NULL, NULL },
+	{ "GET", "/healthz", API_AUTH_NONE, healthz, "liveness", 0 },
+	{ "GET", "/readyz", API_AUTH_NONE, readyz, "readiness", 0 },
+	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

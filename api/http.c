@@ -11,6 +11,8 @@
  *    undecoded so a NUL can never truncate a name into another valid name.
  *  - Bodies are read into a struct buf capped by the configured limit; a
  *    declared Content-Length over the limit is answered 413 before reading.
+ *  - HEAD runs the GET route (unless it changes something) and MHD drops
+ *    the body: no handler needs to know.
  */
 #include "config.h"
 
@@ -198,13 +200,29 @@ clear_params(struct api_req *req)
 		free(req->param[--req->nparam]);
 }
 
-/* Find the route; *allowed gets the methods of a path match (for 405). */
+/* Adds method to the list allowed (n long) unless it is there. */
+static size_t
+allow_add(char *allowed, size_t allowedlen, size_t n, const char *method)
+{
+	if (n < allowedlen && strstr(allowed, method) == NULL)
+		n += (size_t)snprintf(allowed + n, allowedlen - n, "%s%s",
+		    n ? ", " : "", method);
+	return n;
+}
+
+/*
+ * Find the route; *allowed gets the methods of a path match (for 405).
+ * HEAD takes a GET route without API_NO_HEAD: MHD sends the answer's
+ * headers, Content-Length included, without its body.
+ */
 static const struct api_route *
 route_find(struct api_server *srv, struct api_req *req, char *allowed,
     size_t allowedlen)
 {
 	const struct api_route *const *set;
 	const struct api_route *r;
+	int head = strcmp(req->method, MHD_HTTP_METHOD_HEAD) == 0;
+	int can_head;
 	size_t n = 0;
 
 	allowed[0] = '\0';
@@ -212,15 +230,17 @@ route_find(struct api_server *srv, struct api_req *req, char *allowed,
 		for (r = *set; r->method != NULL; r++) {
 			if (!route_match(r->pattern, req->path, NULL))
 				continue;
-			if (strcmp(r->method, req->method) == 0) {
+			can_head = strcmp(r->method, MHD_HTTP_METHOD_GET) ==
+			    0 && (r->flags & API_NO_HEAD) == 0;
+			if (strcmp(r->method, req->method) == 0 ||
+			    (head && can_head)) {
 				route_match(r->pattern, req->path, req);
 				return r;
 			}
-			if (n < allowedlen && strstr(allowed, r->method) ==
-			    NULL)
-				n += (size_t)snprintf(allowed + n,
-				    allowedlen - n, "%s%s", n ? ", " : "",
-				    r->method);
+			n = allow_add(allowed, allowedlen, n, r->method);
+			if (can_head)
+				n = allow_add(allowed, allowedlen, n,
+				    MHD_HTTP_METHOD_HEAD);
 		}
 	return NULL;
 }

@@ -34,12 +34,21 @@ struct api_req;
 
 typedef void api_handler(struct api_req *req);
 
+/*
+ * A GET route also serves HEAD (the same answer without its body, as HTTP
+ * wants) unless it has API_NO_HEAD: a GET that changes something (reserve,
+ * and /get, /delete, /finish, /restore of the original design), which a
+ * HEAD, taken for safe by every client and proxy, must not do.
+ */
+#define API_NO_HEAD	0x1
+
 struct api_route {
 	const char	*method;	/* "GET", "POST", ... */
 	const char	*pattern;	/* "/v1/topics/{topic}/jobs" */
 	enum api_auth	 auth;
 	api_handler	*fn;
 	const char	*summary;	/* one line, for the route listing */
+	unsigned	 flags;		/* API_NO_HEAD */
 };
 
 struct api_req {

@@ -487,6 +487,6 @@ metrics_get_route(struct api_req *req)
 
 const struct api_route api_routes_metrics[] = {
 	{ "GET", "/metrics", API_AUTH_NONE, metrics_get_route,
-	    "Prometheus metrics" },
-	{ NULL, NULL, 0, NULL, NULL },
+	    "Prometheus metrics", 0 },
+	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

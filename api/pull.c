@@ -905,10 +905,10 @@ nack(struct api_req *req)
 
 const struct api_route api_routes_pull[] = {
 	{ "GET", "/v1/topics/{topic}/reserve", API_AUTH_TENANT, reserve,
-	    "long-poll for a ready job of a pull topic" },
+	    "long-poll for a ready job of a pull topic", API_NO_HEAD },
 	{ "POST", "/v1/jobs/{id}/ack", API_AUTH_TENANT, ack,
-	    "finish a reserved job" },
+	    "finish a reserved job", 0 },
 	{ "POST", "/v1/jobs/{id}/nack", API_AUTH_TENANT, nack,
-	    "fail a reserved job's attempt" },
-	{ NULL, NULL, 0, NULL, NULL },
+	    "fail a reserved job's attempt", 0 },
+	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

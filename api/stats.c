@@ -810,12 +810,13 @@ out:
 
 const struct api_route api_routes_stats[] = {
 	{ "GET", "/v1/stats", API_AUTH_TENANT, overview,
-	    "the tenant's topics with counts and their last hour" },
+	    "the tenant's topics with counts and their last hour", 0 },
 	{ "GET", "/v1/topics/{topic}/stats", API_AUTH_TENANT, topic_stats,
-	    "a topic's deliveries, failures and lateness per minute" },
+	    "a topic's deliveries, failures and lateness per minute", 0 },
 	{ "GET", "/v1/whoami", API_AUTH_NONE, whoami,
-	    "what a key is: a tenant's, or the admin key" },
+	    "what a key is: a tenant's, or the admin key", 0 },
 	{ "POST", "/v1/schedules:validate", API_AUTH_TENANT,
-	    schedule_validate, "check a retry schedule; its canonical form" },
-	{ NULL, NULL, 0, NULL, NULL },
+	    schedule_validate, "check a retry schedule; its canonical form",
+	    0 },
+	{ NULL, NULL, 0, NULL, NULL, 0 },
 };
