@@ -404,6 +404,64 @@ def _():
     assert r["id"] == j and r["body"] == text, r
 
 
+def answer(method, path, key=KEY):
+    """(status, headers, body) over a raw socket: every byte the server
+    sent after the headers, the connection closed by it after the answer."""
+    raw = E.raw(http(method, path, key=key, headers=["Connection: close"]))
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    assert sep, (method, path, raw[:300])
+    hdrs = {}
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        hdrs[k.strip().lower().decode()] = v.strip().decode()
+    return status_of(raw), hdrs, body
+
+
+@t.test("HEAD on a GET route answers as GET without a body")
+def _():
+    j = ACCEPTED[2]
+    for path, key in [("/healthz", None), ("/v1/topics", KEY),
+                      ("/v1/topics/" + Q, KEY), ("/v1/jobs/" + j, KEY),
+                      ("/v1/jobs/no-such-job", KEY),
+                      ("/v1/tenants/" + NAME, E.d.admin_key),
+                      ("/v1/topics", None), ("/", None)]:
+        hs, hh, hb = answer("HEAD", path, key)
+        gs, gh, gb = answer("GET", path, key)
+        assert hs == gs, (path, hs, gs)
+        assert hb == b"", (path, hb[:300])
+        assert gb != b"", (path, gs)
+        assert hh.get("content-type") == gh.get("content-type"), \
+            (path, hh, gh)
+        assert hh.get("content-length") == str(len(gb)), (path, hh, len(gb))
+    assert intact()
+
+
+@t.test("HEAD elsewhere: 405 on routes without GET, and on the GET routes "
+        "that change something; nothing changes")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    ready = E.push(KEY, q, {"r": 1})["id"]
+    for path, allow in [("/v1/topics/%s/jobs" % q, "POST"),
+                        ("/v1/topics/%s/reserve?wait_ms=0" % q, "GET"),
+                        ("/get/%s" % q, "GET"),
+                        ("/delete?id=" + ready, "GET"),
+                        ("/finish?id=" + ready, "GET"),
+                        ("/restore/" + ready, "GET")]:
+        hs, hh, hb = answer("HEAD", path)
+        assert hs == 405, (path, hs, hh)
+        assert hb == b"", (path, hb[:300])
+        assert hh.get("allow") == allow, (path, hh)
+    # The job was neither reserved, finished nor cancelled.
+    assert E.job(KEY, ready)["state"] == "ready", E.job(KEY, ready)
+    st, _, r = E.reserve(KEY, q, 5000)
+    assert st == 200 and r["id"] == ready and r["attempt"] == 1, r
+    # A 405 of a GET route's path offers HEAD with GET.
+    st, h, b = E.req("PUT", "/v1/jobs/" + ready, key=KEY)
+    assert st == 405 and set(h["Allow"].split(", ")) == \
+        {"GET", "HEAD", "DELETE", "PATCH"}, (st, h)
+    assert intact()
+
+
 @t.test("after all of it the daemon is healthy and the jobs intact")
 def _():
     assert intact()
