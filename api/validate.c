@@ -305,6 +305,25 @@ api_json_only(struct api_req *req, json_object *obj,
 	return 0;
 }
 
+/*
+ * How many bytes of the member name k an error may show: up to a quote,
+ * backslash or control character, at most 64, whole UTF-8 sequences
+ * (json-c hands names over as UTF-8).
+ */
+static int
+name_shown(const char *k)
+{
+	size_t n = 0;
+
+	while (k[n] != '\0' && n < 64 && (unsigned char)k[n] >= 0x20 &&
+	    k[n] != '"' && k[n] != '\\' && k[n] != 0x7f)
+		n++;
+	if (n == 64)
+		while (n > 0 && ((unsigned char)k[n] & 0xc0) == 0x80)
+			n--;
+	return (int)n;
+}
+
 int
 api_json_headers(struct api_req *req, json_object *hdrs, const char *field,
     char **out)
@@ -332,8 +351,11 @@ api_json_headers(struct api_req *req, json_object *hdrs, const char *field,
 			goto out;
 		}
 		if (!api_valid_header_name(k)) {
-			api_error(req, 400, "invalid_header", field,
-			    "a header name must be an HTTP token");
+			/* Name the member, as much as is safe to show. */
+			snprintf(f, sizeof(f), "%s.%.*s", field,
+			    name_shown(k), k);
+			api_error(req, 400, "invalid_header", f,
+			    "%s: a header name must be an HTTP token", f);
 			goto out;
 		}
 		snprintf(f, sizeof(f), "%s.%s", field, k);
