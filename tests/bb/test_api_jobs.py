@@ -131,6 +131,8 @@ def _():
              "headers.webhook-signature", "invalid_header"),
             ({"headers": {"X-A": "1\r\n2"}}, "headers.X-A",
              "invalid_header"),
+            ({"headers": {"X-A": "1", "X Bad": "2"}}, "headers.X Bad",
+             "invalid_header"),
             ({"delay": 5}, "delay", "unknown_field"),
             ({"id": "my-id"}, "id", "unknown_field")]:
         expect_error(push(body), 400, code, field)
@@ -186,6 +188,9 @@ def _():
     # Nothing of the refused batch went in: its bizkey is free.
     st, _, b = push({"delay_ms": HOUR, "bizkey": "batch-refused"})
     assert st == 201 and "deduplicated" not in b, (st, b)
+    expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
+                       {"jobs": [{}, {"headers": {"X:Y": "v"}}]}, key=KEY),
+                 400, "invalid_header", "jobs[1].headers.X:Y")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
                        {"jobs": [{}, 5]}, key=KEY), 400, None, "jobs[1]")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,

@@ -142,6 +142,16 @@ def _():
         st, _, b = r
         assert st == 400 and b["error"]["code"] == "invalid_header", (h, b)
         assert b["error"]["field"].startswith("headers"), b
+    # A bad name is named (as much of it as is safe to show).
+    for name, field in [("a b", "headers.a b"), ("", "headers."),
+                        ("X-\u00e9", "headers.X-\u00e9"),
+                        ('a"b', "headers.a"), ("x\ty", "headers.x"),
+                        ("\u00e9" * 100, "headers." + "\u00e9" * 32),
+                        ("a" * 300, "headers." + "a" * 64)]:
+        q = unique("q")
+        expect_error(put(q, {"headers": {"X-A": "v", name: "v"}}),
+                     400, "invalid_header", field)
+        assert E.req("GET", "/v1/topics/" + q, key=KEY)[0] == 404, q
     st, _, b = put(unique("q"), {"headers": {"X-%d" % i: "v"
                                              for i in range(32)}})
     assert st == 201 and len(b["headers"]) == 32
