@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """test_api_malformed.py - a corpus of malformed requests: truncated JSON,
-100k levels of nesting, huge numbers, invalid UTF-8, NUL bytes, a 10 MiB
-body, 20,000 headers, garbage instead of HTTP.  Each is answered with a 4xx
-or a closed connection; the daemon stays healthy and every job it accepted
-before stays intact."""
+100k levels of nesting, huge numbers, invalid UTF-8, NUL bytes, members
+named twice, a 10 MiB body, 20,000 headers, garbage instead of HTTP, HEAD
+where it would change something.  Each is answered with a 4xx or a closed
+connection; the daemon stays healthy and every job it accepted before
+stays intact."""
 
 import json
 import os
