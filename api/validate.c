@@ -281,30 +281,6 @@ api_json_string(struct api_req *req, json_object *obj, const char *name,
 	return 0;
 }
 
-int
-api_json_only(struct api_req *req, json_object *obj,
-    const char *const *allowed, const char *prefix)
-{
-	char field[160];
-	size_t i;
-
-	json_object_object_foreach(obj, k, v) {
-		(void)v;
-		for (i = 0; allowed[i] != NULL; i++)
-			if (strcmp(k, allowed[i]) == 0)
-				break;
-		if (allowed[i] != NULL)
-			continue;
-		/* The name may hold anything: show a safe part of it. */
-		snprintf(field, sizeof(field), "%s%.*s", prefix,
-		    (int)strcspn(k, "\"\\\r\n\t"), k);
-		api_error(req, 400, "unknown_field", field,
-		    "unknown member \"%s\"", field);
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * How many bytes of the member name k an error may show: up to a quote,
  * backslash or control character, at most 64, whole UTF-8 sequences
@@ -322,6 +298,30 @@ name_shown(const char *k)
 		while (n > 0 && ((unsigned char)k[n] & 0xc0) == 0x80)
 			n--;
 	return (int)n;
+}
+
+int
+api_json_only(struct api_req *req, json_object *obj,
+    const char *const *allowed, const char *prefix)
+{
+	char field[160];
+	size_t i;
+
+	json_object_object_foreach(obj, k, v) {
+		(void)v;
+		for (i = 0; allowed[i] != NULL; i++)
+			if (strcmp(k, allowed[i]) == 0)
+				break;
+		if (allowed[i] != NULL)
+			continue;
+		/* The name may hold anything: show a safe part of it. */
+		snprintf(field, sizeof(field), "%s%.*s", prefix,
+		    name_shown(k), k);
+		api_error(req, 400, "unknown_field", field,
+		    "unknown member \"%s\"", field);
+		return -1;
+	}
+	return 0;
 }
 
 int
