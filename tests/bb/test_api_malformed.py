@@ -392,6 +392,23 @@ def _():
         assert st == 201, (body, st, b)
 
 
+@t.test("an unknown member's long name is shown cut at 64 bytes, never "
+        "inside a UTF-8 sequence")
+def _():
+    name = "\u00e9" * 100
+    for p, body, field in [
+            ("/v1/topics/%s/jobs" % Q, {name: 1}, "\u00e9" * 32),
+            ("/v1/topics/%s/jobs:batch" % Q, {"jobs": [{name: 1}]},
+             "jobs[0]." + "\u00e9" * 32),
+            ("/v1/topics/%s/jobs" % Q, {"a" * 100 + "\u00e9": 1}, "a" * 64),
+            ("/v1/topics/%s/jobs" % Q, {"a" * 63 + "\u00e9": 1}, "a" * 63)]:
+        # A reply that is not UTF-8 fails in E.req already.
+        st, _, b = E.req("POST", p, body, key=KEY)
+        assert st == 400 and b["error"]["code"] == "unknown_field", b
+        assert b["error"]["field"] == field, (field, b)
+    assert intact()
+
+
 @t.test("a body sent as a string that names a member twice reads back as "
         "that string, not as json-c's reading of it")
 def _():
