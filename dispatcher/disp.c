@@ -95,6 +95,8 @@ disp_new(const struct disp_config *cfg,
 		d->cfg.capture_max = DISP_CAPTURE_DEFAULT;
 	if (d->cfg.max_total_in_flight < 0)
 		d->cfg.max_total_in_flight = 0;
+	if (d->cfg.max_tenant_in_flight < 0)
+		d->cfg.max_tenant_in_flight = 0;
 	if (d->cfg.max_host_connections <= 0)
 		d->cfg.max_host_connections = DISP_HOST_CONNS_DEFAULT;
 	d->ua = d->cfg.user_agent != NULL ? xstrdup(d->cfg.user_agent) :
@@ -151,7 +153,8 @@ disp_submit(struct dispatcher *d, struct disp_request *req)
 	struct disp_xfer *x;
 
 	if (d == NULL || req == NULL || req->url == NULL ||
-	    req->tenant == NULL || req->topic == NULL || req->job_id == NULL ||
+	    req->tenant == NULL || req->topic == NULL ||
+	    req->topic[0] == '\0' || req->job_id == NULL ||
 	    req->attempt < 1 || (req->body == NULL && req->body_len > 0) ||
 	    req->secret_len > DISP_SECRET_MAX) {
 		errno = EINVAL;
@@ -166,7 +169,7 @@ disp_submit(struct dispatcher *d, struct disp_request *req)
 	d->outstanding++;
 	pthread_mutex_unlock(&d->lock);
 	if (disp_counts_add(&d->counts, req->tenant, req->topic,
-	    d->cfg.max_total_in_flight) == -1) {
+	    d->cfg.max_total_in_flight, d->cfg.max_tenant_in_flight) == -1) {
 		outstanding_dec(d);
 		errno = EAGAIN;
 		return -1;
@@ -218,6 +221,35 @@ int
 disp_inflight_total(struct dispatcher *d)
 {
 	return d != NULL ? disp_counts_total(&d->counts) : 0;
+}
+
+int
+disp_inflight_tenant(struct dispatcher *d, const char *tenant)
+{
+	if (d == NULL || tenant == NULL)
+		return 0;
+	return disp_counts_get(&d->counts, tenant, "");
+}
+
+int
+disp_topic_room(struct dispatcher *d, const char *tenant, const char *topic,
+    int max_topic)
+{
+	if (d == NULL || tenant == NULL || topic == NULL)
+		return 0;
+	return disp_counts_room(&d->counts, tenant, topic, max_topic,
+	    d->cfg.max_tenant_in_flight, d->cfg.max_total_in_flight);
+}
+
+int
+disp_tenant_cap_default(int max_total)
+{
+	int keep;
+
+	if (max_total <= 1)
+		return max_total > 0 ? max_total : 0;
+	keep = max_total / 10 > 0 ? max_total / 10 : 1;
+	return max_total - keep;
 }
 
 void

@@ -32,13 +32,25 @@ struct disp_counts {
 
 void	disp_counts_init(struct disp_counts *c);
 void	disp_counts_destroy(struct disp_counts *c);
-/* +1 for the topic; -1 with errno EAGAIN when max_total > 0 is reached. */
+/*
+ * +1 for the topic and its tenant; -1 with errno EAGAIN when max_total > 0
+ * or the tenant's max_tenant > 0 is reached (nothing counted then).
+ */
 int	disp_counts_add(struct disp_counts *c, const char *tenant,
-	    const char *topic, int max_total);
+	    const char *topic, int max_total, int max_tenant);
 void	disp_counts_del(struct disp_counts *c, const char *tenant,
 	    const char *topic);
+/* The topic's count; topic "" gives the tenant's (all its topics). */
 int	disp_counts_get(struct disp_counts *c, const char *tenant,
 	    const char *topic);
+/*
+ * What the topic may still start under its cap, its tenant's and the total,
+ * the least of the three, read under one lock; a cap <= 0 is none.
+ */
+int	disp_counts_room(struct disp_counts *c, const char *tenant,
+	    const char *topic, int max_topic, int max_tenant, int max_total);
+/* cap - n, at least 0; INT_MAX when cap <= 0 (no cap). */
+int	disp_room(int cap, int n);
 int	disp_counts_total(struct disp_counts *c);
 void	disp_counts_foreach(struct disp_counts *c,
 	    void (*fn)(const char *tenant, const char *topic, int n, void *arg),

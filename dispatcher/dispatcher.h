@@ -42,6 +42,7 @@ struct disp_config {
 	int		 allow_private_targets;	/* 1: loopback, private ok */
 	size_t		 capture_max;		/* DISP_CAPTURE_DEFAULT */
 	int		 max_total_in_flight;	/* safety cap; default none */
+	int		 max_tenant_in_flight;	/* per tenant; default none */
 	int		 max_host_connections;	/* DISP_HOST_CONNS_DEFAULT */
 	const char	*user_agent;		/* copied; "retryd/VERSION" */
 };
@@ -56,7 +57,8 @@ struct disp_header {
  * One attempt to deliver.  Every pointer is owned by the request and freed by
  * disp_request_free() (strings with free()); build it with
  * disp_request_new() and the helpers below, or fill it by hand with malloc'd
- * strings.  url, tenant, topic and job_id are required, attempt >= 1.
+ * strings.  url, tenant, topic (not empty) and job_id are required,
+ * attempt >= 1.
  */
 struct disp_request {
 	char		*url;
@@ -115,7 +117,8 @@ struct dispatcher *disp_new(const struct disp_config *cfg,
 /*
  * Thread-safe.  0: the dispatcher owns req and will call done() for it.
  * -1, and the caller still owns req: errno EINVAL (a required member missing),
- * ESHUTDOWN (draining), EAGAIN (max_total_in_flight reached).  A request
+ * ESHUTDOWN (draining), EAGAIN (max_total_in_flight reached, or the
+ * request's tenant is at max_tenant_in_flight).  A request
  * whose content is bad (a header with CR or LF, a URL libcurl refuses) is
  * accepted and reported through done() as SCHEDULE_ERROR: it fails that
  * attempt, and the schedule decides the rest.
@@ -127,6 +130,22 @@ int	disp_submit(struct dispatcher *d, struct disp_request *req);
 int	disp_inflight(struct dispatcher *d, const char *tenant,
 	    const char *topic);
 int	disp_inflight_total(struct dispatcher *d);
+/* Accepted and not yet reported for all of a tenant's topics. */
+int	disp_inflight_tenant(struct dispatcher *d, const char *tenant);
+/*
+ * How many more requests the topic may have accepted now: the least of
+ * max_topic (the topic's own cap, the caller's; <= 0: none) less its count,
+ * max_tenant_in_flight less its tenant's and max_total_in_flight less the
+ * total, at least 0 (INT_MAX with no cap at all).  One lock, exact.
+ */
+int	disp_topic_room(struct dispatcher *d, const char *tenant,
+	    const char *topic, int max_topic);
+/*
+ * The tenant cap that keeps part of max_total for the other tenants: max_total
+ * less a tenth of it (at least 1), so 9000 of 10000; max_total itself when it
+ * is 1, 0 (none) when it is 0 or less.
+ */
+int	disp_tenant_cap_default(int max_total);
 /* Calls fn for every topic with requests in flight, under the counts' lock:
  * fn must not call into the dispatcher. */
 void	disp_inflight_foreach(struct dispatcher *d,

@@ -4,13 +4,18 @@
  * Key decision: one chained hash table under one mutex, keyed by
  * "tenant NUL topic", whose entries exist only while their count is above
  * zero, so the table's size follows the topics that are busy right now and
- * not every topic ever seen.  A lock held for a hash probe is cheap next to
- * an HTTP request, and the scheduler reads these counts to decide how much a
- * topic may still send, so they must be exact, not eventually right.
+ * not every topic ever seen.  A tenant's own count (all its topics) lives in
+ * the same table under the topic "", which no topic may be named, so a
+ * request costs two probes under the one lock and the tenant cap is checked
+ * and counted atomically with the total.  A lock held for a hash probe is
+ * cheap next to an HTTP request, and the scheduler reads these counts to
+ * decide how much a topic may still send, so they must be exact, not
+ * eventually right.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,22 +106,28 @@ counts_grow(struct disp_counts *c)
 	c->nb = n;
 }
 
-int
-disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
-    int max_total)
+/* The count of tenant's topic ("" for the tenant's own), or 0. */
+static int
+counts_n(struct disp_counts *c, const char *tenant, size_t tlen,
+    const char *topic, size_t plen)
 {
-	size_t tlen = strlen(tenant), plen = strlen(topic);
+	struct disp_count **ep;
+
+	ep = counts_find(c, disp_topic_hash(tenant, topic), tenant, tlen, topic,
+	    plen);
+	return *ep != NULL ? (*ep)->n : 0;
+}
+
+/* +1 to the count of tenant's topic, made at 0 when it has none. */
+static void
+counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
+    const char *topic, size_t plen)
+{
 	uint64_t h = disp_topic_hash(tenant, topic);
 	struct disp_count **ep, *e;
-	int ret = -1;
 
-	pthread_mutex_lock(&c->lock);
-	if (max_total > 0 && c->total >= max_total) {
-		errno = EAGAIN;
-		goto out;
-	}
 	ep = counts_find(c, h, tenant, tlen, topic, plen);
-	if (*ep == NULL) {
+	if ((e = *ep) == NULL) {
 		e = xmalloc(sizeof(*e) + tlen + plen + 2);
 		e->next = NULL;
 		e->hash = h;
@@ -128,9 +139,44 @@ disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
 		*ep = e;
 		if (++c->nitems > c->nb)
 			counts_grow(c);
-	} else
-		e = *ep;
+	}
 	e->n++;
+}
+
+/* -1 to the count of tenant's topic; 0 removes it.  0, or -1: none. */
+static int
+counts_decr(struct disp_counts *c, const char *tenant, size_t tlen,
+    const char *topic, size_t plen)
+{
+	struct disp_count **ep, *e;
+
+	ep = counts_find(c, disp_topic_hash(tenant, topic), tenant, tlen,
+	    topic, plen);
+	if ((e = *ep) == NULL)
+		return -1;
+	if (--e->n == 0) {
+		*ep = e->next;
+		free(e);
+		c->nitems--;
+	}
+	return 0;
+}
+
+int
+disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
+    int max_total, int max_tenant)
+{
+	size_t tlen = strlen(tenant), plen = strlen(topic);
+	int ret = -1;
+
+	pthread_mutex_lock(&c->lock);
+	if ((max_total > 0 && c->total >= max_total) || (max_tenant > 0 &&
+	    counts_n(c, tenant, tlen, "", 0) >= max_tenant)) {
+		errno = EAGAIN;
+		goto out;
+	}
+	counts_incr(c, tenant, tlen, "", 0);
+	counts_incr(c, tenant, tlen, topic, plen);
 	c->total++;
 	ret = 0;
 out:
@@ -142,33 +188,48 @@ void
 disp_counts_del(struct disp_counts *c, const char *tenant, const char *topic)
 {
 	size_t tlen = strlen(tenant), plen = strlen(topic);
-	uint64_t h = disp_topic_hash(tenant, topic);
-	struct disp_count **ep, *e;
 
 	pthread_mutex_lock(&c->lock);
-	ep = counts_find(c, h, tenant, tlen, topic, plen);
-	if ((e = *ep) != NULL) {
+	if (counts_decr(c, tenant, tlen, topic, plen) == 0) {
+		(void)counts_decr(c, tenant, tlen, "", 0);
 		c->total--;
-		if (--e->n == 0) {
-			*ep = e->next;
-			free(e);
-			c->nitems--;
-		}
 	}
 	pthread_mutex_unlock(&c->lock);
 }
 
 int
-disp_counts_get(struct disp_counts *c, const char *tenant, const char *topic)
+disp_room(int cap, int n)
+{
+	if (cap <= 0)
+		return INT_MAX;
+	return n < cap ? cap - n : 0;
+}
+
+int
+disp_counts_room(struct disp_counts *c, const char *tenant, const char *topic,
+    int max_topic, int max_tenant, int max_total)
 {
 	size_t tlen = strlen(tenant), plen = strlen(topic);
-	uint64_t h = disp_topic_hash(tenant, topic);
-	struct disp_count **ep;
+	int room, r;
+
+	pthread_mutex_lock(&c->lock);
+	room = disp_room(max_topic, counts_n(c, tenant, tlen, topic, plen));
+	if ((r = disp_room(max_tenant, counts_n(c, tenant, tlen, "", 0))) <
+	    room)
+		room = r;
+	if ((r = disp_room(max_total, c->total)) < room)
+		room = r;
+	pthread_mutex_unlock(&c->lock);
+	return room;
+}
+
+int
+disp_counts_get(struct disp_counts *c, const char *tenant, const char *topic)
+{
 	int n;
 
 	pthread_mutex_lock(&c->lock);
-	ep = counts_find(c, h, tenant, tlen, topic, plen);
-	n = *ep != NULL ? (*ep)->n : 0;
+	n = counts_n(c, tenant, strlen(tenant), topic, strlen(topic));
 	pthread_mutex_unlock(&c->lock);
 	return n;
 }
@@ -195,6 +256,7 @@ disp_counts_foreach(struct disp_counts *c,
 	pthread_mutex_lock(&c->lock);
 	for (i = 0; i < c->nb; i++)
 		for (e = c->b[i]; e != NULL; e = e->next)
-			fn(e->key, e->key + e->tlen + 1, e->n, arg);
+			if (e->klen > e->tlen + 2)	/* not a tenant's own */
+				fn(e->key, e->key + e->tlen + 1, e->n, arg);
 	pthread_mutex_unlock(&c->lock);
 }

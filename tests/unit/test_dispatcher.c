@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -716,6 +717,17 @@ count_topic(const char *tenant, const char *topic, int n, void *arg)
 }
 
 static void
+count_any(const char *tenant, const char *topic, int n, void *arg)
+{
+	int *seen = arg;
+
+	assert_true(topic[0] != '\0');
+	assert_int_equal(n, 1);
+	(void)tenant;
+	(*seen)++;
+}
+
+static void
 no_hol(struct fx *f, int threads)
 {
 	const int nfast = 200;
@@ -811,6 +823,172 @@ test_submit_refusals(void **state)
 	assert_int_equal(disp_submit(f->d, r), 0);	/* room again */
 	assert_int_equal(wait_ndone(f, 3), 0);
 	assert_int_equal(f->slots[9].res.kind, SCHEDULE_OK);
+}
+
+/* A request of another tenant than mkreq's "acme". */
+static struct disp_request *
+mkreq_of(struct fx *f, const char *tenant, const char *path,
+    const char *topic, int slot)
+{
+	struct disp_request *r = mkreq(f, path, topic, slot);
+
+	free(r->tenant);
+	r->tenant = xstrdup(tenant);
+	return r;
+}
+
+static void
+test_tenant_cap(void **state)
+{
+	struct fx *f = *state;
+	struct disp_config c;
+	struct disp_request *r;
+	int seen = 0;
+
+	memset(&c, 0, sizeof(c));
+	c.allow_private_targets = 1;
+	c.max_total_in_flight = 4;
+	c.max_tenant_in_flight = 2;
+	f->d = disp_new(&c, done_cb, f);
+	assert_non_null(f->d);
+	assert_int_equal(disp_topic_room(f->d, "acme", "slow", 10), 2);
+
+	/* acme's two topics together reach its cap; its third waits. */
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "slow", 0)), 0);
+	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "other", 1)), 0);
+	assert_int_equal(disp_inflight_tenant(f->d, "acme"), 2);
+	assert_int_equal(disp_topic_room(f->d, "acme", "fast", 10), 0);
+	r = mkreq(f, "/ok", "fast", 2);
+	errno = 0;
+	assert_int_equal(disp_submit(f->d, r), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(disp_inflight(f->d, "acme", "fast"), 0);
+	assert_int_equal(disp_inflight_tenant(f->d, "acme"), 2);
+
+	/* Another tenant has the rest of the total, and no more. */
+	assert_int_equal(disp_topic_room(f->d, "zeta", "fast", 10), 2);
+	assert_int_equal(disp_topic_room(f->d, "zeta", "fast", 1), 1);
+	assert_int_equal(disp_submit(f->d, mkreq_of(f, "zeta", "/ok", "fast",
+	    3)), 0);
+	assert_int_equal(wait_ndone(f, 1), 0);
+	assert_int_equal(f->slots[3].res.kind, SCHEDULE_OK);
+	assert_int_equal(slot_done(f, 0) + slot_done(f, 1), 0);
+	assert_int_equal(disp_inflight_tenant(f->d, "zeta"), 0);
+
+	/* The tenants' own counts are not topics. */
+	disp_inflight_foreach(f->d, count_any, &seen);
+	assert_int_equal(seen, 2);
+	assert_int_equal(disp_inflight_total(f->d), 2);
+
+	/* An empty topic would be the tenant's own count: refused. */
+	free(r->topic);
+	r->topic = xstrdup("");
+	errno = 0;
+	assert_int_equal(disp_submit(f->d, r), -1);
+	assert_int_equal(errno, EINVAL);
+	free(r->topic);
+	r->topic = xstrdup("fast");
+
+	tsrv_release(f->srv);
+	assert_int_equal(wait_ndone(f, 3), 0);
+	assert_int_equal(disp_inflight_tenant(f->d, "acme"), 0);
+	assert_int_equal(disp_topic_room(f->d, "acme", "fast", 10), 2);
+	assert_int_equal(disp_submit(f->d, r), 0);	/* room again */
+	assert_int_equal(wait_ndone(f, 4), 0);
+	assert_int_equal(f->slots[2].res.kind, SCHEDULE_OK);
+}
+
+/*
+ * The room arithmetic on the counts alone: a topic's room is the least of
+ * its cap, its tenant's and the total's, less what each counts.
+ */
+static void
+test_counts_room(void **state)
+{
+	static const struct {
+		int	 max_topic, max_tenant, max_total, want;
+	} rows[] = {
+		/* counts: acme/a 3, acme/b 2, zeta/a 1: acme 5, total 6 */
+		{ 10,  0,  0, 7 },	/* the topic's cap alone */
+		{  3,  0,  0, 0 },	/* the topic at its cap */
+		{  2,  0,  0, 0 },	/* over it (lowered): 0, not < 0 */
+		{ 10,  8,  0, 3 },	/* the tenant's cap binds */
+		{ 10,  5,  0, 0 },	/* the tenant at its cap */
+		{ 10,  8,  7, 1 },	/* the total binds */
+		{ 10,  0,  6, 0 },	/* the total at its cap */
+		{  4,  8, 20, 1 },	/* the topic binds again */
+		{  0,  0,  0, INT_MAX },	/* no cap at all */
+	};
+	struct disp_counts c;
+	size_t i;
+
+	(void)state;
+	disp_counts_init(&c);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(disp_counts_add(&c, "acme", "a", 0, 0), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "b", 0, 0), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "b", 0, 0), 0);
+	assert_int_equal(disp_counts_add(&c, "zeta", "a", 0, 0), 0);
+	assert_int_equal(disp_counts_get(&c, "acme", ""), 5);
+	assert_int_equal(disp_counts_get(&c, "zeta", ""), 1);
+	assert_int_equal(disp_counts_total(&c), 6);
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		assert_int_equal(disp_counts_room(&c, "acme", "a",
+		    rows[i].max_topic, rows[i].max_tenant, rows[i].max_total),
+		    rows[i].want);
+	/* zeta's topic "a" is not acme's. */
+	assert_int_equal(disp_counts_room(&c, "zeta", "a", 10, 8, 0), 7);
+
+	/* A refused add counts nothing. */
+	errno = 0;
+	assert_int_equal(disp_counts_add(&c, "acme", "c", 0, 5), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(disp_counts_add(&c, "zeta", "c", 6, 0), -1);
+	assert_int_equal(disp_counts_get(&c, "acme", "c"), 0);
+	assert_int_equal(disp_counts_get(&c, "acme", ""), 5);
+	assert_int_equal(disp_counts_total(&c), 6);
+	assert_int_equal(disp_counts_add(&c, "zeta", "c", 7, 2), 0);
+	assert_int_equal(disp_counts_add(&c, "zeta", "c", 8, 2), -1);
+
+	/* Deleting the last of a tenant's requests removes its count. */
+	disp_counts_del(&c, "zeta", "a");
+	disp_counts_del(&c, "zeta", "c");
+	disp_counts_del(&c, "zeta", "c");	/* not there: no change */
+	assert_int_equal(disp_counts_get(&c, "zeta", ""), 0);
+	assert_int_equal(disp_counts_total(&c), 5);
+	disp_counts_destroy(&c);
+}
+
+static void
+test_room_and_default_cap(void **state)
+{
+	static const struct {
+		int	 cap, n, want;
+	} room[] = {
+		{ 10, 0, 10 }, { 10, 9, 1 }, { 10, 10, 0 }, { 10, 12, 0 },
+		{ 0, 5, INT_MAX }, { -1, 0, INT_MAX },
+	};
+	static const struct {
+		int	 total, want;
+	} cap[] = {
+		{ 10000, 9000 },	/* the daemon's default */
+		{ 10, 9 },
+		{ 19, 18 },		/* a tenth rounds down... */
+		{ 9, 8 },		/* ...but keeps at least 1 */
+		{ 2, 1 },
+		{ 1, 1 },		/* nothing to keep back */
+		{ 0, 0 },		/* no total: no tenant cap */
+		{ -3, 0 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(room) / sizeof(room[0]); i++)
+		assert_int_equal(disp_room(room[i].cap, room[i].n),
+		    room[i].want);
+	for (i = 0; i < sizeof(cap) / sizeof(cap[0]); i++)
+		assert_int_equal(disp_tenant_cap_default(cap[i].total),
+		    cap[i].want);
 }
 
 /* --- drain ---------------------------------------------------------- */
@@ -954,6 +1132,9 @@ main(void)
 		T(test_no_hol_4),
 		T(test_submit_from_done),
 		T(test_submit_refusals),
+		T(test_tenant_cap),
+		cmocka_unit_test(test_counts_room),
+		cmocka_unit_test(test_room_and_default_cap),
 		T(test_drain_hands_back),
 		T(test_drain_finishes_work),
 		T(test_free_without_drain),
