@@ -104,6 +104,8 @@ static const struct conf_key conf_keys[] = {
 	    100000, 1),
 	NUM("dispatcher.max_total_in_flight", CT_INT, disp_max_total, "10000",
 	    1, 1000000, 0),
+	NUM("dispatcher.max_tenant_in_flight", CT_INT, disp_max_tenant, "0",
+	    0, 1000000, 0),
 	NUM("dispatcher.retry_after_cap", CT_DURATION, disp_retry_after_cap_ms,
 	    "1h", 0, 30 * DAY_MS, 1),
 	NUM("dispatcher.capture_bytes", CT_SIZE, disp_capture_bytes, "1KiB",

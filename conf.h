@@ -49,6 +49,8 @@ struct conf {
 	int64_t	 disp_max_timeout_ms;	/* reloadable */
 	int64_t	 disp_max_in_flight;	/* default per topic; reloadable */
 	int64_t	 disp_max_total;	/* all topics, this instance */
+	int64_t	 disp_max_tenant;	/* one tenant's topics; 0: 9/10 of
+					   disp_max_total (wire.c) */
 	int64_t	 disp_retry_after_cap_ms; /* reloadable */
 	int64_t	 disp_capture_bytes;
 	/* http */

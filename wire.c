@@ -260,20 +260,21 @@ hook_topic_info(const char *tenant, const char *topic,
 	return 0;
 }
 
+/*
+ * sched_hooks.capacity: what the topic may still send, under its own cap,
+ * its tenant's (dispatcher.max_tenant_in_flight) and the instance's, so the
+ * scheduler reserves no more than the dispatcher takes, and a tenant whose
+ * receivers hang keeps at most its cap of the instance's callbacks.
+ */
 static int
 hook_capacity(const char *tenant, const char *topic, void *arg)
 {
 	struct wire *w = arg;
 	struct sched_topic_info ti;
-	int room, total_room;
 
 	if (hook_topic_info(tenant, topic, &ti, w) == -1 || !ti.push)
 		return 0;
-	room = ti.max_in_flight - disp_inflight(w->disp, tenant, topic);
-	total_room = (int)conf.disp_max_total - disp_inflight_total(w->disp);
-	if (room > total_room)
-		room = total_room;
-	return room > 0 ? room : 0;
+	return disp_topic_room(w->disp, tenant, topic, ti.max_in_flight);
 }
 
 /* Give a reserved job back without counting an attempt. */
@@ -464,6 +465,9 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	dc.allow_private_targets = (int)conf.disp_allow_private;
 	dc.capture_max = (size_t)conf.disp_capture_bytes;
 	dc.max_total_in_flight = (int)conf.disp_max_total;
+	dc.max_tenant_in_flight = conf.disp_max_tenant > 0 ?
+	    (int)conf.disp_max_tenant :
+	    disp_tenant_cap_default((int)conf.disp_max_total);
 	dc.user_agent = ua;
 	if ((w->disp = disp_new(&dc, disp_done, w)) == NULL) {
 		snprintf(err, errlen, "dispatcher: %s", strerror(errno));
