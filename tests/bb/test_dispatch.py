@@ -4,8 +4,9 @@ redis-server and the scripted receiver.  Retries follow the schedule exactly
 (checked with the injected clock, so "exactly" means to the millisecond and
 no test sleeps), 410 and exhausted schedules dead-letter, timeouts and
 refused targets are failed attempts, the signature verifies with openssl, a
-hanging tenant does not hold up another, and SIGTERM hands back what is in
-flight without counting an attempt."""
+hanging tenant does not hold up another, nor can it take another's share
+of the instance's callbacks, and SIGTERM hands back what is in flight
+without counting an attempt."""
 
 import base64
 import json
@@ -305,6 +306,116 @@ def _():
     assert len(slow.requests) == 20, len(slow.requests)
     st, _, b = R.req("GET", "/v1/topics/" + sq, key=skey)
     assert b["counts"]["in_flight"] == 20, b["counts"]
+
+
+def capped_env(dispatcher):
+    """A daemon on the injected clock with these dispatcher keys; callbacks
+    still hanging at the end are handed back at once when it stops."""
+    return Env(config={"debug": {"fake_clock": True},
+                       "dispatcher": dispatcher,
+                       "shutdown": {"grace": "100ms"}})
+
+
+def hog(env, receiver, ntopics, per_topic):
+    """A tenant with ntopics push topics calling receiver (which hangs),
+    each with per_topic jobs due now and room for all of them: (key,
+    topics, job ids)."""
+    _, key = env.tenant()
+    topics = [push_topic(env, key, receiver, timeout_ms=60000,
+                         max_in_flight=per_topic,
+                         retry_schedule="<0,0>")["name"]
+              for _ in range(ntopics)]
+    now = clock(env)["now_ms"]
+    ids = [env.push(key, q, {"i": i}, run_at_ms=now)["id"]
+           for q in topics for i in range(per_topic)]
+    return key, topics, ids
+
+
+def topic_counts(env, key, topics):
+    """Sum of the topics' counts by state."""
+    tot = {}
+    for q in topics:
+        st, _, b = env.req("GET", "/v1/topics/" + q, key=key)
+        assert st == 200, (st, b)
+        for k, v in b["counts"].items():
+            tot[k] = tot.get(k, 0) + v
+    return tot
+
+
+def held_back_uncounted(env, hog_, in_flight):
+    """in_flight of the hog's jobs are in flight, the rest ready, and none
+    has an attempt counted (waiting for room is not an attempt)."""
+    key, topics, ids = hog_
+    c = topic_counts(env, key, topics)
+    assert c.get("in_flight") == in_flight, c
+    assert c.get("ready") == len(ids) - in_flight, c
+    states = {}
+    for jid in ids:
+        j = job(env, key, jid)
+        assert j["attempt_count"] == 0, j
+        states[j["state"]] = states.get(j["state"], 0) + 1
+    assert states == {"in_flight": in_flight,
+                      "ready": len(ids) - in_flight}, states
+
+
+@t.test("one tenant's hanging receivers take at most max_total_in_flight "
+        "less a tenth (9 of 10): the rest is another tenant's, whose job is "
+        "delivered while all of those callbacks still hang")
+def _():
+    env = capped_env({"max_total_in_flight": 10})
+    try:
+        hang = harness.Receiver(script="hang")
+        a = hog(env, hang, 3, 5)        # 15 due, room for 15 by topic
+        hang.wait_count(9)
+        env.d.advance_clock(0)          # two more passes: no 10th
+        assert len(hang.requests) == 9, len(hang.requests)
+        held_back_uncounted(env, a, 9)
+
+        ok = harness.Receiver(script="200")
+        _, bkey = env.tenant()
+        bq = push_topic(env, bkey, ok, retry_schedule="<0>")["name"]
+        j = env.push(bkey, bq, {"b": 1}, run_at_ms=clock(env)["now_ms"])
+        ok.wait_count(1)
+        done = wait_state(env, bkey, j["id"], "delivered")
+        assert done["attempt_count"] == 1, done
+        # Delivered while every one of the hog's callbacks still hung: none
+        # timed out, none was answered, no tenth was started.
+        assert len(hang.requests) == 9, len(hang.requests)
+        held_back_uncounted(env, a, 9)
+    finally:
+        env.stop()
+
+
+@t.test("dispatcher.max_tenant_in_flight = 4: two tenants with hanging "
+        "receivers hold 4 each, a third's jobs are delivered meanwhile")
+def _():
+    env = capped_env({"max_total_in_flight": 10,
+                      "max_tenant_in_flight": 4})
+    try:
+        hang = harness.Receiver(script="hang")
+        a = hog(env, hang, 2, 5)
+        hang.wait_count(4)
+        b = hog(env, hang, 3, 3)
+        hang.wait_count(8)
+        env.d.advance_clock(0)
+        assert len(hang.requests) == 8, len(hang.requests)
+        held_back_uncounted(env, a, 4)
+        held_back_uncounted(env, b, 4)
+
+        ok = harness.Receiver(script="200")
+        _, ckey = env.tenant()
+        cq = push_topic(env, ckey, ok, retry_schedule="<0>")["name"]
+        now = clock(env)["now_ms"]
+        jobs = [env.push(ckey, cq, {"c": i}, run_at_ms=now)["id"]
+                for i in range(6)]
+        ok.wait_count(6)
+        for jid in jobs:
+            wait_state(env, ckey, jid, "delivered")
+        assert len(hang.requests) == 8, len(hang.requests)
+        held_back_uncounted(env, a, 4)
+        held_back_uncounted(env, b, 4)
+    finally:
+        env.stop()
 
 
 @t.test("SIGTERM: callbacks in flight past the grace are handed back "
