@@ -242,6 +242,15 @@ disp_topic_room(struct dispatcher *d, const char *tenant, const char *topic,
 }
 
 int
+disp_tenant_room(struct dispatcher *d, const char *tenant)
+{
+	if (d == NULL || tenant == NULL)
+		return 0;
+	return disp_counts_room(&d->counts, tenant, "", 0,
+	    d->cfg.max_tenant_in_flight, d->cfg.max_total_in_flight);
+}
+
+int
 disp_tenant_cap_default(int max_total)
 {
 	int keep;

@@ -140,6 +140,8 @@ int	disp_inflight_tenant(struct dispatcher *d, const char *tenant);
  */
 int	disp_topic_room(struct dispatcher *d, const char *tenant,
 	    const char *topic, int max_topic);
+/* The same for all of a tenant's topics together: its cap and the total's. */
+int	disp_tenant_room(struct dispatcher *d, const char *tenant);
 /*
  * The tenant cap that keeps part of max_total for the other tenants: max_total
  * less a tenth of it (at least 1), so 9000 of 10000; max_total itself when it

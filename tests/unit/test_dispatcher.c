@@ -858,6 +858,7 @@ test_tenant_cap(void **state)
 	assert_int_equal(disp_submit(f->d, mkreq(f, "/hang", "other", 1)), 0);
 	assert_int_equal(disp_inflight_tenant(f->d, "acme"), 2);
 	assert_int_equal(disp_topic_room(f->d, "acme", "fast", 10), 0);
+	assert_int_equal(disp_tenant_room(f->d, "acme"), 0);
 	r = mkreq(f, "/ok", "fast", 2);
 	errno = 0;
 	assert_int_equal(disp_submit(f->d, r), -1);
@@ -868,6 +869,7 @@ test_tenant_cap(void **state)
 	/* Another tenant has the rest of the total, and no more. */
 	assert_int_equal(disp_topic_room(f->d, "zeta", "fast", 10), 2);
 	assert_int_equal(disp_topic_room(f->d, "zeta", "fast", 1), 1);
+	assert_int_equal(disp_tenant_room(f->d, "zeta"), 2);
 	assert_int_equal(disp_submit(f->d, mkreq_of(f, "zeta", "/ok", "fast",
 	    3)), 0);
 	assert_int_equal(wait_ndone(f, 1), 0);
