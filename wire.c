@@ -277,6 +277,15 @@ hook_capacity(const char *tenant, const char *topic, void *arg)
 	return disp_topic_room(w->disp, tenant, topic, ti.max_in_flight);
 }
 
+/* sched_hooks.tenant_capacity: the room all of a tenant's topics share. */
+static int
+hook_tenant_capacity(const char *tenant, void *arg)
+{
+	struct wire *w = arg;
+
+	return disp_tenant_room(w->disp, tenant);
+}
+
 /* Give a reserved job back without counting an attempt. */
 static void
 hand_back(struct wire *w, const char *tenant, const char *id,
@@ -488,6 +497,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	memset(&hooks, 0, sizeof(hooks));
 	hooks.topic_info = hook_topic_info;
 	hooks.capacity = hook_capacity;
+	hooks.tenant_capacity = hook_tenant_capacity;
 	hooks.deliver = hook_deliver;
 	hooks.transition = hook_transition;
 	hooks.ready = hook_ready;

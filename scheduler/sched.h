@@ -110,6 +110,13 @@ struct sched_hooks {
 	 */
 	int	(*capacity)(const char *tenant, const char *topic, void *arg);
 	/*
+	 * How many more callbacks all of the tenant's push topics together may
+	 * start now (a cap of the tenant's, the instance's), or NULL: only
+	 * capacity() bounds them.  A pass shares it among the tenant's topics
+	 * instead of giving each topic all of it.
+	 */
+	int	(*tenant_capacity)(const char *tenant, void *arg);
+	/*
 	 * A due job of a push topic, reserved for delivery (in flight, with
 	 * token and deadline).  The callee owns job.
 	 */

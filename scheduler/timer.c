@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,10 +273,10 @@ struct call {
 	redisReply	*r;
 };
 
-/* Room left in a topic during a pass. */
+/* Room left in a topic, or in all of a tenant's (topic NULL), in a pass. */
 struct room {
 	struct sched_tenant	*t;
-	const char		*topic;		/* a call's */
+	const char		*topic;		/* a call's; NULL: the tenant */
 	int			 left;
 	int			 want;		/* calls not yet given room */
 };
@@ -366,7 +367,9 @@ room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
 	size_t i;
 
 	for (i = 0; i < *n; i++)
-		if ((*rv)[i].t == t && strcmp((*rv)[i].topic, topic) == 0)
+		if ((*rv)[i].t == t && (topic == NULL ? (*rv)[i].topic == NULL :
+		    (*rv)[i].topic != NULL &&
+		    strcmp((*rv)[i].topic, topic) == 0))
 			return &(*rv)[i];
 	if (*n == *cap) {
 		*cap = *cap == 0 ? 8 : *cap * 2;
@@ -374,10 +377,21 @@ room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
 	}
 	(*rv)[*n].t = t;
 	(*rv)[*n].topic = topic;
-	(*rv)[*n].left = s->hooks.capacity != NULL ? s->hooks.capacity(
-	    t->name, topic, s->hooks.arg) : s->cfg.batch;
+	if (topic == NULL)
+		(*rv)[*n].left = s->hooks.tenant_capacity != NULL ?
+		    s->hooks.tenant_capacity(t->name, s->hooks.arg) : INT_MAX;
+	else
+		(*rv)[*n].left = s->hooks.capacity != NULL ? s->hooks.capacity(
+		    t->name, topic, s->hooks.arg) : s->cfg.batch;
 	(*rv)[*n].want = 0;
 	return &(*rv)[(*n)++];
+}
+
+/* An equal part of rm's room for each call still wanting some, rm's too. */
+static int
+room_part(const struct room *rm)
+{
+	return (int)(((int64_t)rm->left + rm->want) / (rm->want + 1));
 }
 
 /* Whether the calls cv[0 .. n-1] already name topic for slot sl. */
@@ -407,35 +421,50 @@ push_topic(struct sched *s, const struct slot *sl, const char *topic,
 	return 1;
 }
 
-/* Gives each reserve call its part of its topic's room; appends it. */
+/*
+ * Gives each reserve call its part of its topic's room and of its tenant's
+ * (an equal part of each for every call still wanting some, the smaller of
+ * the two, so a tenant's topics together reserve no more than the tenant
+ * may start); appends it.  The rooms are indexes into one array, which
+ * room_of() may move.
+ */
 static void
 reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
     size_t nr, int *budget)
 {
-	struct room *rooms = NULL, *rm;
+	struct room *rooms = NULL, *rm, *rt;
 	struct slot *sl;
-	size_t i, nrm = 0, rcap = 0;
-	int n;
+	size_t i, nrm = 0, rcap = 0, ti;
+	int n, nt;
 
-	for (i = 0; i < nr; i++)
+	for (i = 0; i < nr; i++) {
 		room_of(s, &rooms, &nrm, &rcap, rc[i].sl->t,
 		    rc[i].topic)->want++;
+		room_of(s, &rooms, &nrm, &rcap, rc[i].sl->t, NULL)->want++;
+	}
 	for (i = 0; i < nr; i++) {
 		sl = rc[i].sl;
+		ti = (size_t)(room_of(s, &rooms, &nrm, &rcap, sl->t, NULL) -
+		    rooms);
 		rm = room_of(s, &rooms, &nrm, &rcap, sl->t, rc[i].topic);
+		rt = &rooms[ti];
 		rm->want--;
+		rt->want--;
 		if (*budget <= 0) {
 			sl->again = 1;
 			continue;
 		}
-		if (rm->left <= 0) {
+		if (rm->left <= 0 || rt->left <= 0) {
 			sl->blocked = 1;
 			continue;
 		}
-		n = (rm->left + rm->want) / (rm->want + 1);
+		n = room_part(rm);
+		if ((nt = room_part(rt)) < n)
+			n = nt;
 		if (n > s->cfg.batch)
 			n = s->cfg.batch;
 		rm->left -= n;
+		rt->left -= n;
 		if (sched_st_reserve_append(s, q, sl->t->name, sl->shard,
 		    rc[i].topic, n, rc[i].ttr_ms, 0) == -1) {
 			sl->again = 1;

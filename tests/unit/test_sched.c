@@ -1343,6 +1343,59 @@ test_capacity_and_release(void **state)
 }
 
 /*
+ * A tenant's room is shared by its push topics in a pass: with room for 3
+ * in all and two topics of 3 due jobs each (room for plenty each), 3 are
+ * reserved, not 3 of each (the dispatcher would refuse the rest, and each
+ * would be handed back); the others stay ready, uncounted, and go out as
+ * room frees.
+ */
+static void
+test_tenant_capacity_shared(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	struct sched_job *j;
+	char id[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+	int64_t want[SCHED_NSTATES] = { 0 };
+	int i;
+
+	f->rec.tenant_capacity = 3;
+	for (i = 0; i < 3; i++) {
+		push(s, "push", now, 0, NULL, id);
+		push(s, "push2", now, 0, NULL, id);
+	}
+	kick_wait(s);
+	kick_wait(s);
+	want[SCHED_READY] = 3;
+	want[SCHED_IN_FLIGHT] = 3;
+	expect_counts(s, NULL, want);
+	assert_int_equal(trec_delivered(&f->rec), 3);
+	for (i = 0; i < 3; i++) {
+		j = take_delivery(&f->rec);
+		assert_non_null(j);
+		assert_int_equal(j->attempts, 0);
+		assert_int_equal(sched_report(s, T_TENANT, j->id, j->token,
+		    &ok, NULL, NULL), SCHED_OK);
+		sched_job_free(j);
+	}
+	for (i = 0; i < 3; i++) {
+		j = take_delivery(&f->rec);
+		assert_non_null(j);
+		assert_int_equal(j->attempts, 0);	/* waiting was none */
+		assert_int_equal(sched_report(s, T_TENANT, j->id, j->token,
+		    &ok, NULL, NULL), SCHED_OK);
+		sched_job_free(j);
+	}
+	kick_wait(s);
+	assert_int_equal(trec_delivered(&f->rec), 6);
+	memset(want, 0, sizeof(want));
+	want[SCHED_DELIVERED] = 6;
+	expect_counts(s, NULL, want);
+}
+
+/*
  * The rebuild lock is taken only while a rebuild is owed (the flag): an
  * instance that waited for another must not take the lock the other just
  * freed with the flag and rebuild a second time.  Renewing fails once the
@@ -2209,6 +2262,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_push_mode_outcomes,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capacity_and_release,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tenant_capacity_shared,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_many, setup,
 		    teardown),

@@ -47,6 +47,7 @@ struct trec {
 	uint64_t		 nready;
 	uint64_t		 nlost;
 	int			 capacity;	/* per instance; <0: large */
+	int			 tenant_capacity; /* a tenant's; <0: none */
 	int			 auto_ack;	/* a worker reports OK */
 	int			 stop_worker;
 	struct tcount		 count;

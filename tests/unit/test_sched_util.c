@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -73,7 +74,8 @@ topic_info(const char *tenant, const char *topic, struct sched_topic_info *out,
 	out->ttr_ms = 1000;
 	if (strcmp(topic, "pull") == 0) {
 		sched = "<0,0,1s>";
-	} else if (strcmp(topic, "push") == 0) {
+	} else if (strcmp(topic, "push") == 0 ||
+	    strcmp(topic, "push2") == 0) {
 		out->push = 1;
 		sched = "<0,1s,1s>";
 	} else if (strcmp(topic, "once") == 0) {
@@ -96,6 +98,21 @@ capacity(const char *tenant, const char *topic, void *arg)
 	(void)topic;
 	pthread_mutex_lock(&ti->rec->lock);
 	cap = ti->rec->capacity < 0 ? 1000 : ti->rec->capacity - ti->inflight;
+	pthread_mutex_unlock(&ti->rec->lock);
+	return cap;
+}
+
+/* The instance's deliveries not yet reported count against the tenant. */
+static int
+tenant_capacity(const char *tenant, void *arg)
+{
+	struct tinst *ti = arg;
+	int cap;
+
+	(void)tenant;
+	pthread_mutex_lock(&ti->rec->lock);
+	cap = ti->rec->tenant_capacity < 0 ? INT_MAX :
+	    ti->rec->tenant_capacity - ti->inflight;
 	pthread_mutex_unlock(&ti->rec->lock);
 	return cap;
 }
@@ -300,6 +317,7 @@ trec_init(struct trec *r, struct redisfix *redis)
 	pthread_cond_init(&r->cond, NULL);
 	r->redis = redis;
 	r->capacity = -1;
+	r->tenant_capacity = -1;
 }
 
 void
@@ -411,6 +429,7 @@ tinst_new(struct trec *r, const char *name, int fake, int64_t lease_ms,
 	memset(&h, 0, sizeof(h));
 	h.topic_info = topic_info;
 	h.capacity = capacity;
+	h.tenant_capacity = tenant_capacity;
 	h.deliver = deliver;
 	h.ready = ready;
 	h.transition = r->no_transition ? NULL : transition;
