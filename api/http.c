@@ -541,7 +541,9 @@ json_number(const unsigned char *s, size_t i, size_t n,
  * An object's names are compared when it closes: pairwise when it has a
  * few, sorted when it has more, so an object of m members costs at most
  * m log m comparisons.  Names compare as json-c keeps them: escapes
- * decoded, cut at a NUL, a lone surrogate read as U+FFFD.
+ * decoded, a lone surrogate read as U+FFFD.  A name holding a \u0000 is
+ * refused as it is noted: json-c would cut it there, so "delay_ms\u0000x"
+ * would be read as delay_ms.
  */
 #define NAMES_LOCAL	32	/* names kept without allocating */
 #define NAMES_PAIRWISE	8	/* objects up to this size compare pairwise */
@@ -597,10 +599,12 @@ utf8_put(unsigned char *d, size_t k, uint32_t cp)
 
 /*
  * Decodes the valid string contents s[i..j) into d the way json-c keeps
- * a member name; its length (never more than j - i).
+ * a member name; its length (never more than j - i).  *nul is set when a
+ * \u0000 cut it there.
  */
 static size_t
-name_decode(const unsigned char *s, size_t i, size_t j, unsigned char *d)
+name_decode(const unsigned char *s, size_t i, size_t j, unsigned char *d,
+    int *nul)
 {
 	static const char esc[] = "b\bf\fn\nr\rt\t";
 	const char *e;
@@ -627,21 +631,27 @@ name_decode(const unsigned char *s, size_t i, size_t j, unsigned char *d)
 			i += 6;
 		} else if (cp >= 0xd800 && cp <= 0xdfff)
 			cp = 0xfffd;
-		if (cp == 0)
+		if (cp == 0) {
+			*nul = 1;
 			break;
+		}
 		k = utf8_put(d, k, cp);
 	}
 	return k;
 }
 
-/* Notes the member name at s[i..j) (quotes included) of a text of n. */
-static void
+/*
+ * Notes the member name at s[i..j) (quotes included) of a text of n; -1
+ * when it holds a \u0000, where json-c would cut it (noted up to there).
+ */
+static int
 names_add(struct json_names *nm, const unsigned char *s, size_t i, size_t j,
     size_t n)
 {
 	struct json_name *e;
 	const unsigned char *raw = s + i + 1;
 	size_t rawlen = j - i - 2;
+	int nul = 0;
 
 	if (nm->n == nm->cap) {
 		if (nm->v == nm->local) {
@@ -658,14 +668,15 @@ names_add(struct json_names *nm, const unsigned char *s, size_t i, size_t j,
 	if (memchr(raw, '\\', rawlen) == NULL) {
 		e->p = raw;
 		e->len = rawlen;
-		return;
+		return 0;
 	}
 	/* Decoded names are no longer than their text: n bytes hold all. */
 	if (nm->dec == NULL)
 		nm->dec = xmalloc(n);
 	e->p = nm->dec + nm->declen;
-	e->len = name_decode(s, i + 1, j - 1, nm->dec + nm->declen);
+	e->len = name_decode(s, i + 1, j - 1, nm->dec + nm->declen, &nul);
 	nm->declen += e->len;
+	return nul ? -1 : 0;
 }
 
 static int
@@ -796,7 +807,7 @@ json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh,
 	enum { J_VALUE, J_VALUE1, J_KEY, J_KEY1, J_AFTER } st = J_VALUE;
 	const struct json_name *e;
 	char stack[JSON_STRICT_DEPTH];
-	int depth = 0;
+	int depth = 0, k;
 	size_t i = 0, j;
 
 	memset(sh, 0, sizeof(*sh));
@@ -859,8 +870,14 @@ json_scan(const unsigned char *s, size_t n, struct api_json_shape *sh,
 			if (s[i] != '"' || (j = json_string(s, i, n, sh)) == 0)
 				return "a member name must be a string";
 			if (nm != NULL) {
-				names_add(nm, s, i, j, n);
+				k = names_add(nm, s, i, j, n);
 				nm->pos[depth - 1] = nm->n - 1;
+				if (k == -1) {
+					sh->nul_name = 1;
+					names_path(nm, stack, depth - 1,
+					    &nm->v[nm->n - 1], dup, duplen);
+					return "a member name holds \\u0000";
+				}
 			}
 			i = json_ws(s, j, n);
 			if (i >= n || s[i] != ':')
@@ -949,6 +966,11 @@ api_body_json(struct api_req *req, json_object **out)
 			    "%s is given twice: an object must name each "
 			    "member once", dup[0] != '\0' ? dup :
 			    "a member name");
+		else if (sh.nul_name)
+			api_error(req, 400, "invalid_json",
+			    dup[0] != '\0' ? dup : NULL,
+			    "%s\\u0000...: a member name must not hold "
+			    "\\u0000 (it would be cut there)", dup);
 		else
 			api_error(req, 400, "invalid_json", NULL,
 			    "the body is not valid JSON: %s", why);

@@ -175,15 +175,19 @@ struct api_json_shape {
 	int	int_range;	/* an integer beyond -2^63 .. 2^64 - 1 */
 	int	dup_name;	/* an object names a member twice (only
 				   api_json_scan_dup() looks) */
+	int	nul_name;	/* a member name holds \u0000, where json-c
+				   cuts it (only api_json_scan_dup() looks) */
 };
 const char *api_json_strict_check(const unsigned char *s, size_t n);
 const char *api_json_scan(const unsigned char *s, size_t n,
 	    struct api_json_shape *sh);
 /*
  * api_json_scan(), which also refuses a member name given twice in one
- * object (json-c keeps the last without a word): then sh->dup_name is set
- * and dup (duplen > 0) holds the member's path as errors name fields
- * ("jobs[3].delay_ms").
+ * object (json-c keeps the last without a word), and one that holds a
+ * \u0000 (json-c keeps names as C strings: "delay_ms\u0000x" would read
+ * as delay_ms): then sh->dup_name or sh->nul_name is set and dup (duplen
+ * > 0) holds the member's path as errors name fields ("jobs[3].delay_ms",
+ * a name with a NUL shown up to it).
  */
 const char *api_json_scan_dup(const unsigned char *s, size_t n,
 	    struct api_json_shape *sh, char *dup, size_t duplen);

@@ -125,9 +125,9 @@ api_body_value(const char *body, size_t len)
 	if (body == NULL || len == 0)
 		return json_object_new_string("");
 	/*
-	 * An integer json-c would clamp, or a member named twice (a body
-	 * sent as a string: json-c would show one), is shown as the text it
-	 * is.
+	 * An integer json-c would clamp, a member named twice or a name
+	 * holding \u0000 (a body sent as a string: json-c would show one of
+	 * the two, or the name cut), is shown as the text it is.
 	 */
 	if (memchr(body, '\0', len) != NULL || len > INT32_MAX - 1 ||
 	    api_json_scan_dup((const unsigned char *)body, len, &sh, dup,
