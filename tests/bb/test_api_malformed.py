@@ -339,7 +339,8 @@ def _():
              "body[2].x"),
             ("POST", jobs, b'{"body": {"\\u00e9": 1, "\xc3\xa9": 2}}',
              "body.\u00e9"),
-            # json-c cuts a name at a NUL: "a\u0000b" would replace "a".
+            # json-c cuts a name at a NUL: "a\u0000b" would replace "a"
+            # (refused, as a name holding a NUL is).
             ("POST", jobs, b'{"body": {"a": 1, "a\\u0000b": 2}}',
              "body.a"),
             ("POST", jobs, b'{"body": {' + MANY + b', "k7": 0}}',
@@ -390,6 +391,68 @@ def _():
         st, _, b = E.req("POST", jobs, body, key=KEY,
                          headers={"Content-Type": "application/json"})
         assert st == 201, (body, st, b)
+
+
+@t.test("a member name holding \\u0000 is refused 400 naming it, and "
+        "changes nothing")
+def _():
+    # json-c keeps names as C strings: "delay_ms\u0000x" would read as
+    # delay_ms, and a job's body would reach the callback with the name cut.
+    q = E.topic(KEY, mode="pull")["name"]
+    topic_before = E.req("GET", "/v1/topics/" + q, key=KEY)[2]
+    tenant_before = E.admin("GET", "/v1/tenants/" + NAME)[2]
+    jobs = "/v1/topics/%s/jobs" % q
+    batch = "/v1/topics/%s/jobs:batch" % q
+    for m, p, body, field in [
+            ("POST", jobs, b'{"delay_ms\\u0000x": 5}', "delay_ms"),
+            ("POST", jobs, b'{"\\u0000": 1}', None),
+            ("POST", jobs, b'{"body": {"a\\u0000b": 1}}', "body.a"),
+            ("POST", jobs, b'{"body": [1, {"x": {"y\\u0000": 1}}]}',
+             "body[1].x.y"),
+            ("POST", jobs, b'{"headers": {"X-A\\u0000B": "1"}}',
+             "headers.X-A"),
+            ("POST", batch, b'{"jobs": [{}, {"bizkey\\u0000": "k"}]}',
+             "jobs[1].bizkey"),
+            ("POST", "/push", ('{"topic": "%s", "id\\u0000x": "nul-1"}' %
+                               q).encode(), "id"),
+            ("PUT", "/v1/topics/" + q, b'{"ttr_ms\\u0000": 5}', "ttr_ms"),
+            ("PATCH", "/v1/jobs/" + ACCEPTED[0],
+             b'{"delay_ms\\u0000": 1}', "delay_ms"),
+            ("POST", "/v1/jobs/%s/ack" % ACCEPTED[1],
+             b'{"token\\u0000": "a"}', "token"),
+            ("POST", "/v1/tenants", b'{"name\\u0000": "nul1"}', "name"),
+            ("PATCH", "/v1/tenants/" + NAME,
+             b'{"max_pending\\u0000": 5}', "max_pending")]:
+        key = E.d.admin_key if "tenants" in p else KEY
+        st, _, b = E.req(m, p, body, key=key,
+                         headers={"Content-Type": "application/json"})
+        assert st == 400, (p, body, st, b)
+        assert b["error"]["code"] == "invalid_json", (p, body, b)
+        assert b["error"].get("field") == field, (p, body, field, b)
+    assert sum(counts(q).values()) == 0, counts(q)
+    assert E.req("GET", "/v1/topics/" + q, key=KEY)[2] == topic_before
+    assert E.admin("GET", "/v1/tenants/" + NAME)[2] == tenant_before
+    assert E.admin("GET", "/v1/tenants/nul1")[0] == 404
+    assert intact()
+
+
+@t.test("a body sent as a string holding a name with \\u0000 reads back "
+        "as that string; a NUL in a string value is kept")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    text = '{"a\\u0000b": 1}'
+    j = E.push(KEY, q, text)["id"]
+    assert E.job(KEY, j)["body"] == text, E.job(KEY, j)
+    st, raw = send("GET", "/v1/topics/%s/reserve?wait_ms=5000" % q, b"")
+    assert st == 200, raw[:300]
+    r = json.loads(raw.partition(b"\r\n\r\n")[2])
+    assert r["id"] == j and r["body"] == text, r
+    # json-c keeps a string value with its length: nothing to refuse.
+    for body in [{"a": "x\u0000y"}, "x\u0000y"]:
+        j = E.push(KEY, q, body)["id"]
+        assert E.job(KEY, j)["body"] == body, (body, E.job(KEY, j))
+        st, _, r = E.reserve(KEY, q, 5000)
+        assert st == 200 and r["id"] == j and r["body"] == body, r
 
 
 @t.test("an unknown member's long name is shown cut at 64 bytes, never "
