@@ -339,6 +339,28 @@ utf8_scrub(char *s)
 	}
 }
 
+/*
+ * s was cut at n bytes (its NUL there): drops a UTF-8 sequence the cut left
+ * incomplete at its end.
+ */
+static void
+utf8_trim(char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = n, len;
+
+	while (i > 0 && n - i < 3 && (u[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i == 0 || u[i - 1] < 0xc0)
+		return;
+	len = (u[i - 1] & 0xe0) == 0xc0 ? 2 : (u[i - 1] & 0xf0) == 0xe0 ? 3 :
+	    4;
+	if (i - 1 + len > n)
+		s[i - 1] = '\0';
+}
+
+#define FIELD_SHOWN	320	/* a field's bytes: a header's path */
+
 void
 api_error(struct api_req *req, int status, const char *code,
     const char *field, const char *fmt, ...)
@@ -346,10 +368,13 @@ api_error(struct api_req *req, int status, const char *code,
 	json_object *root, *err;
 	char msg[512];
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (n >= (int)sizeof(msg))
+		utf8_trim(msg, sizeof(msg) - 1);
 	utf8_scrub(msg);
 	root = json_object_new_object();
 	err = json_object_new_object();
@@ -357,7 +382,8 @@ api_error(struct api_req *req, int status, const char *code,
 	json_object_object_add(err, "message", json_object_new_string(msg));
 	if (field != NULL)
 		json_object_object_add(err, "field",
-		    json_object_new_string(field));
+		    json_object_new_string_len(field, (int)api_text_shown(field,
+		    strnlen(field, FIELD_SHOWN), FIELD_SHOWN)));
 	json_object_object_add(root, "error", err);
 	api_reply_json(req, status, root);
 }
@@ -415,6 +441,18 @@ utf8_seq(const unsigned char *s, size_t i, size_t n)
 	    (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
 	return len;
+}
+
+size_t
+api_text_shown(const char *s, size_t n, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t k = 0, c;
+
+	while (k < n && u[k] >= 0x20 && u[k] != 0x7f && u[k] != '"' &&
+	    u[k] != '\\' && (c = utf8_seq(u, k, n)) != 0 && k + c <= max)
+		k += c;
+	return k;
 }
 
 /*
@@ -727,26 +765,24 @@ names_close(struct json_names *nm, size_t first)
 
 /*
  * Appends b[0..n) to the path out (of outlen, NUL-terminated, *len long),
- * whole UTF-8 sequences only, a name cut at a control character, quote
- * or backslash; once something did not fit, nothing more is added.
+ * as much as api_text_shown() shows of a name (at most API_NAME_SHOWN
+ * bytes); once something was cut or did not fit, nothing more is added,
+ * so the path shown is always the start of the member's.
  */
 static void
 path_put(char *out, size_t outlen, size_t *len, const unsigned char *b,
     size_t n)
 {
-	size_t k, c;
+	size_t k;
 
-	for (k = 0; k < n && b[k] >= 0x20 && b[k] != '"' && b[k] != '\\';
-	    k += c) {
-		c = b[k] < 0x80 ? 1 : (b[k] & 0xe0) == 0xc0 ? 2 :
-		    (b[k] & 0xf0) == 0xe0 ? 3 : 4;
-		if (*len + c >= outlen || k + c > n) {
-			*len = outlen - 1;
-			return;
-		}
-		memcpy(out + *len, b + k, c);
-		out[*len += c] = '\0';
-	}
+	if (*len >= outlen - 1)
+		return;
+	k = api_text_shown((const char *)b, n, API_NAME_SHOWN);
+	k = api_text_shown((const char *)b, k, outlen - 1 - *len);
+	memcpy(out + *len, b, k);
+	out[*len += k] = '\0';
+	if (k < n)
+		*len = outlen - 1;
 }
 
 /*

@@ -115,10 +115,23 @@ void	api_reply(struct api_req *req, int status, const char *ctype,
 /* obj is consumed (json_object_put) */
 void	api_reply_json(struct api_req *req, int status, json_object *obj);
 void	api_reply_empty(struct api_req *req, int status);
-/* {"error":{"code":..,"message":..,"field":..}}; field may be NULL. */
+/*
+ * {"error":{"code":..,"message":..,"field":..}}; field may be NULL.  The
+ * message is cut at 511 bytes, the field at 320 (as api_text_shown()), and
+ * neither inside a UTF-8 sequence: what the client sent stays valid UTF-8
+ * and bounded in the answer, whatever it held.
+ */
 void	api_error(struct api_req *req, int status, const char *code,
 	    const char *field, const char *fmt, ...)
 	    __attribute__((format(printf, 5, 6)));
+/*
+ * How much of s[0..n), text from the request, an error may show: at most
+ * max bytes of whole UTF-8 sequences, up to a quote, backslash, control
+ * character or byte that is not valid UTF-8.  Errors name members (at
+ * most API_NAME_SHOWN bytes of each name) and fields with it.
+ */
+#define API_NAME_SHOWN	64
+size_t	api_text_shown(const char *s, size_t n, size_t max);
 /* Add a header to the next reply of req (before api_reply*). */
 void	api_add_header(struct api_req *req, const char *name,
 	    const char *value);

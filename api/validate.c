@@ -281,23 +281,12 @@ api_json_string(struct api_req *req, json_object *obj, const char *name,
 	return 0;
 }
 
-/*
- * How many bytes of the member name k an error may show: up to a quote,
- * backslash or control character, at most 64, whole UTF-8 sequences
- * (json-c hands names over as UTF-8).
- */
+/* How many bytes of the member name k an error may show. */
 static int
 name_shown(const char *k)
 {
-	size_t n = 0;
-
-	while (k[n] != '\0' && n < 64 && (unsigned char)k[n] >= 0x20 &&
-	    k[n] != '"' && k[n] != '\\' && k[n] != 0x7f)
-		n++;
-	if (n == 64)
-		while (n > 0 && ((unsigned char)k[n] & 0xc0) == 0x80)
-			n--;
-	return (int)n;
+	return (int)api_text_shown(k, strnlen(k, API_NAME_SHOWN),
+	    API_NAME_SHOWN);
 }
 
 int
