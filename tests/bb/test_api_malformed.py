@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """test_api_malformed.py - a corpus of malformed requests: truncated JSON,
 100k levels of nesting, huge numbers, invalid UTF-8, NUL bytes, members
-named twice, a 10 MiB body, 20,000 headers, garbage instead of HTTP, HEAD
-where it would change something.  Each is answered with a 4xx or a closed
-connection; the daemon stays healthy and every job it accepted before
-stays intact."""
+named twice or with a \\u0000 in their name, a 10 MiB body, 20,000
+headers, garbage instead of HTTP, HEAD where it would change something.
+Each is answered with a 4xx or a closed connection, and an error that
+quotes what the client sent stays valid UTF-8 and bounded; the daemon
+stays healthy and every job it accepted before stays intact."""
 
 import json
 import os
@@ -469,6 +470,104 @@ def _():
         st, _, b = E.req("POST", p, body, key=KEY)
         assert st == 400 and b["error"]["code"] == "unknown_field", b
         assert b["error"]["field"] == field, (field, b)
+    assert intact()
+
+
+def error_of(raw):
+    """The error of a raw answer, its body read as strict UTF-8 JSON, with
+    its message and field within their bounds."""
+    e = json.loads(raw.partition(b"\r\n\r\n")[2].decode("utf-8"))["error"]
+    assert len(e["message"].encode()) <= 511, e
+    assert len(e.get("field", "").encode()) <= 320, e
+    return e
+
+
+@t.test("a member's path in an error shows at most 64 bytes of each name, "
+        "never inside a UTF-8 sequence, and ends where a name was cut")
+def _():
+    e100, e32 = "\u00e9" * 100, "\u00e9" * 32
+    for body, field in [
+            ('{"body": {"%s": 1, "%s": 2}}' % (e100, e100), "body." + e32),
+            ('{"body": {"%s": {"c": 1, "c": 2}}}' % e100, "body." + e32),
+            ('{"body": {"%s": {"c": 1, "c": 2}}}' % ("a" * 63 + "\u00e9"),
+             "body." + "a" * 63),
+            ('{"body": {"a\\"b": {"c": 1, "c": 2}}}', "body.a"),
+            ('{"body": {"%s": {"x\\u0000": 1}}}' % e100, "body." + e32)]:
+        st, raw = send("POST", "/v1/topics/%s/jobs" % Q, body.encode())
+        e = error_of(raw)
+        assert st == 400 and e["code"] == "invalid_json", (body, raw[:300])
+        assert e["field"] == field, (field, e)
+    assert intact()
+
+
+@t.test("text from the request in an error (path, query, header, body) is "
+        "valid UTF-8, bounded, and not cut inside a UTF-8 sequence")
+def _():
+    q = E.topic(KEY, mode="pull")["name"]
+    topic_before = E.req("GET", "/v1/topics/" + q, key=KEY)[2]
+    j = ACCEPTED[3]
+    for s in ("%C3%A9" * 300, "%FF%FE%C0%AF%ED%A0%80" + "a" * 600,
+              "%0A%1B%22%5C%7F" * 100):
+        for m, p in [
+                ("GET", "/v1/topics/" + s), ("PUT", "/v1/topics/" + s),
+                ("GET", "/v1/jobs/" + s), ("DELETE", "/v1/jobs/" + s),
+                ("POST", "/v1/topics/%s/jobs" % s),
+                ("GET", "/v1/topics/%s/reserve" % s),
+                ("DELETE", "/v1/topics/%s/bizkeys/%s" % (q, s)),
+                ("GET", "/get/" + s), ("GET", "/restore/" + s),
+                ("GET", "/v1/jobs?topic=" + s), ("GET", "/v1/jobs?state=" + s),
+                ("GET", "/v1/jobs?bizkey=" + s),
+                ("GET", "/v1/jobs?cursor=" + s),
+                ("GET", "/v1/topics/%s/reserve?wait_ms=%s" % (q, s)),
+                ("GET", "/delete?id=" + s),
+                ("GET", "/finish?id=%s&token=%s" % (j, s)),
+                ("DELETE", "/v1/topics/%s?force=%s" % (q, s)),
+                ("GET", "/v1/topics/%s/dead?cursor=%s" % (q, s)),
+                ("GET", "/v1/topics/%s/dead?limit=%s" % (q, s)),
+                ("GET", "/nope/" + s), ("GET", "/ui/" + s),
+                ("GET", "/v1/tenants/" + s),
+                ("DELETE", "/v1/tenants/%s/keys/%s" % (NAME, s))]:
+            key = E.d.admin_key if "tenants" in p else KEY
+            raw = E.raw(http(m, p, key=key))
+            assert 400 <= status_of(raw) < 500, (m, p[:80], raw[:300])
+            error_of(raw)
+    for v in (b"\xc3\xa9" * 300, b"\xff\xfe\xc0\xaf" + b"a" * 600):
+        for h, key in [(b"X-Tenant: " + v, E.d.admin_key),
+                       (b"Authorization: Bearer " + v, None)]:
+            raw = E.raw(b"GET /v1/topics HTTP/1.1\r\nHost: x\r\n" +
+                        (b"Authorization: Bearer %s\r\n" % key.encode()
+                         if key else b"") + h + b"\r\n\r\n")
+            assert 400 <= status_of(raw) < 500, (h[:40], raw[:300])
+            error_of(raw)
+    ls = "\u00e9" * 300
+    for m, p, body in [
+            ("PUT", "/v1/topics/" + q, {"mode": ls}),
+            ("PUT", "/v1/topics/" + q, {"callback_url": "http://" + ls}),
+            ("PUT", "/v1/topics/" + q, {"secret": ls}),
+            ("PUT", "/v1/topics/" + q, {"retry_schedule": "<1" + ls + ">"}),
+            ("PUT", "/v1/topics/" + q, {"headers": {"X-A": ls + "\n"}}),
+            ("PUT", "/v1/topics/" + q, {"headers": {"X-" + ls: "a"}}),
+            ("PUT", "/v1/topics/" + q, {ls: 1}),
+            ("POST", "/v1/topics/%s/jobs" % q, {"bizkey": ls}),
+            ("POST", "/v1/topics/%s/jobs:batch" % q,
+             {"jobs": [{}, {"headers": {"X-" + ls: "a"}}]}),
+            ("POST", "/push", {"topic": ls}),
+            ("POST", "/push", {"topic": q, "id": ls}),
+            ("POST", "/v1/tenants", {"name": ls}),
+            ("POST", "/v1/jobs/%s/ack" % j, {"token": ls}),
+            ("POST", "/v1/schedules:validate",
+             {"retry_schedule": "<1" + ls}),
+            ("PATCH", "/v1/jobs/" + j, {"delay_ms": ls})]:
+        key = E.d.admin_key if "tenants" in p else KEY
+        st, raw = send(m, p, json.dumps(body, ensure_ascii=False).encode())
+        assert 200 <= st < 500 and b'"error"' in raw, (p, body, raw[:300])
+        error_of(raw)
+    # A message cut at its limit ends between characters, at either parity.
+    for p in ("/nope/", "/nope2/"):
+        raw = E.raw(http("GET", p + "%C3%A9" * 300))
+        e = error_of(raw)
+        assert e["message"].endswith("\u00e9"), e
+    assert E.req("GET", "/v1/topics/" + q, key=KEY)[2] == topic_before
     assert intact()
 
 
