@@ -5,7 +5,11 @@ Key decision: every test file runs its cases once per journal driver:
 SQLite always, MySQL/MariaDB through a private mariadbd that the file starts
 with tests/mariadb.sh (left out, with a SKIP line, only when mariadbd is not
 installed).  Each case gets a journal of its own (a new SQLite file, a new
-MySQL database), so the counts a case checks are its own.
+MySQL database), so the counts a case checks are its own.  The mariadbd is
+the file's, not the case's that happened to start it: a case that fails
+does not take it down with its own daemons, and the next case finds it
+running again even when the failing one had stopped it, so each case's
+result is its own.
 """
 
 import itertools
@@ -44,12 +48,15 @@ def have_mariadb():
 
 
 class MariaDB:
-    """A private mariadbd (tests/mariadb.sh) for one test file."""
+    """A private mariadbd (tests/mariadb.sh) for one test file.  With
+    register=False its owner cleans it up (Drivers, which outlives the
+    cases)."""
 
-    def __init__(self):
+    def __init__(self, register=True):
         self.dir = harness.mkdtemp("retryd-bb-mysql-")
         self.url = self._sh("start")
-        harness._register(self)
+        if register:
+            harness._register(self)
 
     def _sh(self, cmd, timeout=120):
         env = dict(os.environ, MARIADB_SH_OWNER=str(os.getpid()))
@@ -111,7 +118,11 @@ class MariaDB:
 
 class Drivers:
     """The journal drivers of this run: ("sqlite", None) always,
-    ("mysql", MariaDB) when mariadbd is installed."""
+    ("mysql", MariaDB) when mariadbd is installed.
+
+    The MariaDB is started by the first case that asks for it, but is
+    registered for cleanup here, before any case: a failing case cleans up
+    what it started, and the file's mariadbd is not part of that."""
 
     def __init__(self, t):
         self.t = t
@@ -119,14 +130,26 @@ class Drivers:
         self.names = ["sqlite"]
         if have_mariadb():
             self.names.append("mysql")
+        harness._register(self)
 
     def url(self, driver):
         """A fresh journal URL for one case."""
         if driver == "sqlite":
             return "sqlite://%s/journal.db" % harness.mkdtemp("retryd-bb-j-")
         if self.db is None:
-            self.db = MariaDB()
+            self.db = MariaDB(register=False)
+        else:
+            # An earlier case may have failed with the server stopped.
+            self.db.start()
         return self.db.new_db()
+
+    def _cleanup(self):
+        if self.db is not None:
+            self.db._cleanup()
+        harness._unregister(self)
+
+    def _diag_lines(self):
+        return self.db._diag_lines() if self.db is not None else []
 
     def each(self, name, fn):
         """Run fn(driver) as one test per driver."""
