@@ -151,6 +151,7 @@ disp_submit(struct dispatcher *d, struct disp_request *req)
 {
 	struct disp_loop *l;
 	struct disp_xfer *x;
+	int full;
 
 	if (d == NULL || req == NULL || req->url == NULL ||
 	    req->tenant == NULL || req->topic == NULL ||
@@ -168,12 +169,18 @@ disp_submit(struct dispatcher *d, struct disp_request *req)
 	}
 	d->outstanding++;
 	pthread_mutex_unlock(&d->lock);
-	if (disp_counts_add(&d->counts, req->tenant, req->topic,
-	    d->cfg.max_total_in_flight, d->cfg.max_tenant_in_flight) == -1) {
+	if ((full = disp_counts_add(&d->counts, req->tenant, req->topic,
+	    d->cfg.max_total_in_flight, d->cfg.max_tenant_in_flight)) == -1) {
 		outstanding_dec(d);
 		errno = EAGAIN;
 		return -1;
 	}
+	/* Before the loop owns req; at most once a minute per tenant. */
+	if (full == 1)
+		log_warnx("dispatcher: tenant=%s reached max_tenant_in_flight "
+		    "(%d callbacks in flight on this instance): its other due "
+		    "jobs wait until one finishes", req->tenant,
+		    d->cfg.max_tenant_in_flight);
 	x = xcalloc(1, sizeof(*x));
 	x->req = req;
 	buf_init(&x->excerpt, d->cfg.capture_max);
@@ -261,6 +268,12 @@ disp_tenant_cap_default(int max_total)
 	return max_total - keep;
 }
 
+int
+disp_tenant_cap(struct dispatcher *d)
+{
+	return d != NULL ? d->cfg.max_tenant_in_flight : 0;
+}
+
 void
 disp_inflight_foreach(struct dispatcher *d,
     void (*fn)(const char *tenant, const char *topic, int n, void *arg),
@@ -268,6 +281,14 @@ disp_inflight_foreach(struct dispatcher *d,
 {
 	if (d != NULL && fn != NULL)
 		disp_counts_foreach(&d->counts, fn, arg);
+}
+
+void
+disp_inflight_tenant_foreach(struct dispatcher *d,
+    void (*fn)(const char *tenant, int n, void *arg), void *arg)
+{
+	if (d != NULL && fn != NULL)
+		disp_counts_foreach_tenant(&d->counts, fn, arg);
 }
 
 void

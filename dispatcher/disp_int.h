@@ -28,13 +28,20 @@ struct disp_counts {
 	size_t		  nb;		/* a power of two */
 	size_t		  nitems;
 	int		  total;
+	int64_t		  warn_every_us;	/* DISP_CAP_WARN_US */
 };
+
+/* A tenant reaching its cap is reported at most this often. */
+#define DISP_CAP_WARN_US	(60 * INT64_C(1000000))
 
 void	disp_counts_init(struct disp_counts *c);
 void	disp_counts_destroy(struct disp_counts *c);
 /*
- * +1 for the topic and its tenant; -1 with errno EAGAIN when max_total > 0
- * or the tenant's max_tenant > 0 is reached (nothing counted then).
+ * +1 for the topic and its tenant: 0, or 1 when this request filled the
+ * tenant's max_tenant and the tenant was not reported as reaching it in the
+ * last warn_every_us (nor ever, since its count was last 0): the caller
+ * reports it.  -1 with errno EAGAIN when max_total > 0 or the tenant's
+ * max_tenant > 0 is reached (nothing counted then).
  */
 int	disp_counts_add(struct disp_counts *c, const char *tenant,
 	    const char *topic, int max_total, int max_tenant);
@@ -55,6 +62,9 @@ int	disp_counts_total(struct disp_counts *c);
 void	disp_counts_foreach(struct disp_counts *c,
 	    void (*fn)(const char *tenant, const char *topic, int n, void *arg),
 	    void *arg);
+/* The same for the tenants' own counts (all of a tenant's topics). */
+void	disp_counts_foreach_tenant(struct disp_counts *c,
+	    void (*fn)(const char *tenant, int n, void *arg), void *arg);
 /* FNV-1a of tenant NUL topic: the counts' hash and the loop chooser. */
 uint64_t disp_topic_hash(const char *tenant, const char *topic);
 

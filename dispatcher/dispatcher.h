@@ -118,7 +118,10 @@ struct dispatcher *disp_new(const struct disp_config *cfg,
  * Thread-safe.  0: the dispatcher owns req and will call done() for it.
  * -1, and the caller still owns req: errno EINVAL (a required member missing),
  * ESHUTDOWN (draining), EAGAIN (max_total_in_flight reached, or the
- * request's tenant is at max_tenant_in_flight).  A request
+ * request's tenant is at max_tenant_in_flight).  A request that takes its
+ * tenant to max_tenant_in_flight logs a warning naming the tenant and the
+ * cap, at most once a minute per tenant (and again when the tenant reaches
+ * it after having had nothing in flight).  A request
  * whose content is bad (a header with CR or LF, a URL libcurl refuses) is
  * accepted and reported through done() as SCHEDULE_ERROR: it fails that
  * attempt, and the schedule decides the rest.
@@ -148,11 +151,17 @@ int	disp_tenant_room(struct dispatcher *d, const char *tenant);
  * is 1, 0 (none) when it is 0 or less.
  */
 int	disp_tenant_cap_default(int max_total);
+/* The max_tenant_in_flight in force (0: none). */
+int	disp_tenant_cap(struct dispatcher *d);
 /* Calls fn for every topic with requests in flight, under the counts' lock:
  * fn must not call into the dispatcher. */
 void	disp_inflight_foreach(struct dispatcher *d,
 	    void (*fn)(const char *tenant, const char *topic, int n, void *arg),
 	    void *arg);
+/* The same for every tenant with requests in flight, with its count of all
+ * its topics (disp_inflight_tenant()). */
+void	disp_inflight_tenant_foreach(struct dispatcher *d,
+	    void (*fn)(const char *tenant, int n, void *arg), void *arg);
 
 /*
  * Stops taking work (disp_submit fails with ESHUTDOWN), lets what was

@@ -10,7 +10,10 @@
  * and counted atomically with the total.  A lock held for a hash probe is
  * cheap next to an HTTP request, and the scheduler reads these counts to
  * decide how much a topic may still send, so they must be exact, not
- * eventually right.
+ * eventually right.  A tenant's entry also remembers when the tenant was
+ * last reported as reaching its cap, so that report costs nothing until a
+ * request takes the tenant to its cap, and is forgotten with the entry
+ * when the tenant has nothing in flight.
  */
 #include "config.h"
 
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "dispatcher/disp_int.h"
+#include "util/clock.h"
 #include "util/xmalloc.h"
 
 #define COUNTS_MIN_BUCKETS	64
@@ -28,6 +32,7 @@ struct disp_count {
 	struct disp_count *next;
 	uint64_t	 hash;
 	int		 n;
+	int64_t		 warned_mono_us; /* a tenant's; INT64_MIN: never */
 	size_t		 tlen;		/* tenant's length; topic follows */
 	size_t		 klen;		/* key length, NULs included */
 	char		 key[];
@@ -55,6 +60,7 @@ disp_counts_init(struct disp_counts *c)
 	c->b = xcalloc(c->nb, sizeof(*c->b));
 	c->nitems = 0;
 	c->total = 0;
+	c->warn_every_us = DISP_CAP_WARN_US;
 }
 
 void
@@ -119,7 +125,7 @@ counts_n(struct disp_counts *c, const char *tenant, size_t tlen,
 }
 
 /* +1 to the count of tenant's topic, made at 0 when it has none. */
-static void
+static struct disp_count *
 counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
     const char *topic, size_t plen)
 {
@@ -132,6 +138,7 @@ counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
 		e->next = NULL;
 		e->hash = h;
 		e->n = 0;
+		e->warned_mono_us = INT64_MIN;
 		e->tlen = tlen;
 		e->klen = tlen + plen + 2;
 		memcpy(e->key, tenant, tlen + 1);
@@ -141,6 +148,7 @@ counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
 			counts_grow(c);
 	}
 	e->n++;
+	return e;
 }
 
 /* -1 to the count of tenant's topic; 0 removes it.  0, or -1: none. */
@@ -167,6 +175,8 @@ disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
     int max_total, int max_tenant)
 {
 	size_t tlen = strlen(tenant), plen = strlen(topic);
+	struct disp_count *te;
+	int64_t now;
 	int ret = -1;
 
 	pthread_mutex_lock(&c->lock);
@@ -175,10 +185,19 @@ disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
 		errno = EAGAIN;
 		goto out;
 	}
-	counts_incr(c, tenant, tlen, "", 0);
+	te = counts_incr(c, tenant, tlen, "", 0);
 	counts_incr(c, tenant, tlen, topic, plen);
 	c->total++;
 	ret = 0;
+	/* The clock is read only when a request fills the tenant's cap. */
+	if (max_tenant > 0 && te->n == max_tenant) {
+		now = clock_mono_us();
+		if (te->warned_mono_us == INT64_MIN ||
+		    now - te->warned_mono_us >= c->warn_every_us) {
+			te->warned_mono_us = now;
+			ret = 1;
+		}
+	}
 out:
 	pthread_mutex_unlock(&c->lock);
 	return ret;
@@ -258,5 +277,20 @@ disp_counts_foreach(struct disp_counts *c,
 		for (e = c->b[i]; e != NULL; e = e->next)
 			if (e->klen > e->tlen + 2)	/* not a tenant's own */
 				fn(e->key, e->key + e->tlen + 1, e->n, arg);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void
+disp_counts_foreach_tenant(struct disp_counts *c,
+    void (*fn)(const char *tenant, int n, void *arg), void *arg)
+{
+	struct disp_count *e;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < c->nb; i++)
+		for (e = c->b[i]; e != NULL; e = e->next)
+			if (e->klen == e->tlen + 2)	/* a tenant's own */
+				fn(e->key, e->n, arg);
 	pthread_mutex_unlock(&c->lock);
 }

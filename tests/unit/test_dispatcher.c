@@ -949,7 +949,8 @@ test_counts_room(void **state)
 	assert_int_equal(disp_counts_get(&c, "acme", "c"), 0);
 	assert_int_equal(disp_counts_get(&c, "acme", ""), 5);
 	assert_int_equal(disp_counts_total(&c), 6);
-	assert_int_equal(disp_counts_add(&c, "zeta", "c", 7, 2), 0);
+	/* 1: this one filled zeta's cap of 2 (reported once). */
+	assert_int_equal(disp_counts_add(&c, "zeta", "c", 7, 2), 1);
 	assert_int_equal(disp_counts_add(&c, "zeta", "c", 8, 2), -1);
 
 	/* Deleting the last of a tenant's requests removes its count. */
@@ -958,6 +959,64 @@ test_counts_room(void **state)
 	disp_counts_del(&c, "zeta", "c");	/* not there: no change */
 	assert_int_equal(disp_counts_get(&c, "zeta", ""), 0);
 	assert_int_equal(disp_counts_total(&c), 5);
+	disp_counts_destroy(&c);
+}
+
+static void
+tenant_row(const char *tenant, int n, void *arg)
+{
+	int *seen = arg;
+
+	if (strcmp(tenant, "acme") == 0)
+		seen[0] += n;
+	else if (strcmp(tenant, "zeta") == 0)
+		seen[1] += n;
+	else
+		seen[2]++;
+}
+
+/*
+ * A tenant reaching its cap: disp_counts_add() says so (1) when a request
+ * fills the cap and the tenant was not reported within warn_every_us, so
+ * a tenant that stays at its cap (a request ends, another takes its place)
+ * is reported once, until the interval passes or its count was 0.
+ */
+static void
+test_counts_cap_reached(void **state)
+{
+	struct disp_counts c;
+	int seen[3] = { 0, 0, 0 };
+
+	(void)state;
+	disp_counts_init(&c);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 0, 3), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "b", 0, 3), 0);
+	assert_int_equal(disp_counts_add(&c, "zeta", "a", 0, 3), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 0, 3), 1);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 0, 3), -1);
+	/* At the cap again within the interval: not reported again. */
+	disp_counts_del(&c, "acme", "b");
+	assert_int_equal(disp_counts_add(&c, "acme", "b", 0, 3), 0);
+	/* The tenants' own counts, not their topics'. */
+	disp_counts_foreach_tenant(&c, tenant_row, seen);
+	assert_int_equal(seen[0], 3);
+	assert_int_equal(seen[1], 1);
+	assert_int_equal(seen[2], 0);
+	/* Past the interval (none here): reported again. */
+	c.warn_every_us = 0;
+	disp_counts_del(&c, "acme", "b");
+	assert_int_equal(disp_counts_add(&c, "acme", "b", 0, 3), 1);
+	/* Having had nothing in flight, a tenant is reported afresh. */
+	c.warn_every_us = DISP_CAP_WARN_US;
+	disp_counts_del(&c, "acme", "a");
+	disp_counts_del(&c, "acme", "a");
+	disp_counts_del(&c, "acme", "b");
+	assert_int_equal(disp_counts_get(&c, "acme", ""), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 0, 2), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 0, 2), 1);
+	/* No cap, no report; a larger cap is not reached. */
+	assert_int_equal(disp_counts_add(&c, "zeta", "a", 0, 0), 0);
+	assert_int_equal(disp_counts_add(&c, "zeta", "a", 0, 9), 0);
 	disp_counts_destroy(&c);
 }
 
@@ -1136,6 +1195,7 @@ main(void)
 		T(test_submit_refusals),
 		T(test_tenant_cap),
 		cmocka_unit_test(test_counts_room),
+		cmocka_unit_test(test_counts_cap_reached),
 		cmocka_unit_test(test_room_and_default_cap),
 		T(test_drain_hands_back),
 		T(test_drain_finishes_work),
