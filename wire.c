@@ -277,13 +277,24 @@ hook_capacity(const char *tenant, const char *topic, void *arg)
 	return disp_topic_room(w->disp, tenant, topic, ti.max_in_flight);
 }
 
-/* sched_hooks.tenant_capacity: the room all of a tenant's topics share. */
+/*
+ * sched_hooks.tenant_capacity: the room all of a tenant's topics share.  A
+ * pass asks once for each tenant with due jobs in push topics, so no room
+ * with the tenant at its own cap (not the instance's) is a pass that held
+ * the tenant back: counted (retryd_dispatcher_tenant_held_total).  Read
+ * only when the room is 0, so it costs nothing otherwise.
+ */
 static int
 hook_tenant_capacity(const char *tenant, void *arg)
 {
 	struct wire *w = arg;
+	int room, cap;
 
-	return disp_tenant_room(w->disp, tenant);
+	room = disp_tenant_room(w->disp, tenant);
+	if (room == 0 && (cap = disp_tenant_cap(w->disp)) > 0 &&
+	    disp_inflight_tenant(w->disp, tenant) >= cap)
+		api_obs_tenant_held(tenant);
+	return room;
 }
 
 /* Give a reserved job back without counting an attempt. */

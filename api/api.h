@@ -103,5 +103,8 @@ void	api_obs_stop(void);
 void	api_obs_transition(const struct sched_job *job, int from, int to,
 	    const struct sched_attempt *attempt);
 void	api_obs_callback(const char *outcome, int64_t latency_ms);
+/* A timer pass found the tenant, with due jobs in push topics, at its
+ * dispatcher.max_tenant_in_flight: they wait (once per pass and tenant). */
+void	api_obs_tenant_held(const char *tenant);
 
 #endif

@@ -7,9 +7,10 @@
  * (util/metrics), with tenant and topic as labels capped at
  * METRICS_DEFAULT_SERIES per family (beyond: topic="_other").  What is a
  * state rather than an event is read when scraped: callbacks in flight from
- * the dispatcher, shards owned from the scheduler, the journal's counters,
- * and jobs per state from Redis; the last through a cache refreshed at most
- * every metrics.counts_interval by one scrape at a time (the others get the
+ * the dispatcher (per topic and per tenant) and its tenant cap, shards
+ * owned from the scheduler, the journal's counters, and jobs per state
+ * from Redis; the last through a cache refreshed at most every
+ * metrics.counts_interval by one scrape at a time (the others get the
  * previous numbers), so scrapes cannot hammer Redis.  The route is open,
  * like most exporters (operators firewall it), unless metrics.require_key
  * asks for the admin key.
@@ -40,6 +41,7 @@
 #define RENDER_MAX		(64u << 20)
 #define COUNT_ROWS_MAX		METRICS_DEFAULT_SERIES
 #define INFLIGHT_ROWS_MAX	METRICS_DEFAULT_SERIES
+#define TENANT_ROWS_MAX		METRICS_DEFAULT_SERIES
 #define CTYPE	"text/plain; version=0.0.4; charset=utf-8"
 
 static const int64_t late_bounds_ms[] = {
@@ -54,7 +56,7 @@ static const int64_t latency_bounds_ms[] = {
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static struct metrics *reg;
 static struct metrics_family *f_build, *f_pushed, *f_attempts, *f_callbacks,
-    *f_late, *f_latency, *f_redis_err;
+    *f_late, *f_latency, *f_redis_err, *f_held;
 static struct metrics_series *s_late, *s_latency, *s_redis_err;
 static int64_t start_ms;
 
@@ -75,6 +77,7 @@ static void
 reg_init(void)
 {
 	static const char *const tt[] = { "tenant", "topic", NULL };
+	static const char *const tenant[] = { "tenant", NULL };
 	/* The last label is the one folded into "_other": the topic. */
 	static const char *const trt[] = { "tenant", "result", "topic", NULL };
 	static const char *const outcome[] = { "outcome", NULL };
@@ -110,6 +113,10 @@ reg_init(void)
 	    "failed, each failure once: connections not made, connections "
 	    "broken, error replies (routed or pipelined).", NULL, 1);
 	s_redis_err = metrics_get(f_redis_err, NULL);
+	f_held = metrics_family_new(reg, METRICS_COUNTER,
+	    "retryd_dispatcher_tenant_held_total", "Timer passes that found "
+	    "the tenant at dispatcher.max_tenant_in_flight with due jobs in "
+	    "push topics, which waited (once per pass).", tenant, 0);
 }
 
 static void
@@ -183,6 +190,18 @@ api_obs_callback(const char *outcome, int64_t latency_ms)
 	v[0] = outcome != NULL ? outcome : "error";
 	metrics_add(f_callbacks, v, 1);
 	metrics_series_observe(s_latency, latency_ms > 0 ? latency_ms : 0);
+}
+
+void
+api_obs_tenant_held(const char *tenant)
+{
+	const char *v[1];
+
+	if (tenant == NULL)
+		return;
+	reg_ready();
+	v[0] = tenant;
+	metrics_add(f_held, v, 1);
 }
 
 /* ---- jobs per state ----------------------------------------------------- */
@@ -398,6 +417,58 @@ render_inflight(struct api_ctx *ctx, struct buf *out)
 	return 0;
 }
 
+/* ---- each tenant's callbacks in flight, and its cap -------------------- */
+
+static void
+tenant_row(const char *tenant, int n, void *arg)
+{
+	static const char *const names[] = { "tenant" };
+	struct inflight_ctx *ic = arg;
+	const char *v[1];
+
+	if (ic->rc != 0)
+		return;
+	if (ic->rows >= TENANT_ROWS_MAX) {
+		ic->other += n;
+		return;
+	}
+	v[0] = tenant;
+	ic->rc = metrics_write_sample(ic->out,
+	    "retryd_dispatcher_tenant_in_flight", names, v, 1, n);
+	ic->rows++;
+}
+
+static int
+render_tenants(struct api_ctx *ctx, struct buf *out)
+{
+	static const char *const names[] = { "tenant" };
+	static const char *const other[] = { METRICS_OTHER };
+	struct inflight_ctx ic;
+
+	memset(&ic, 0, sizeof(ic));
+	ic.out = out;
+	if (metrics_write_header(out, "retryd_dispatcher_tenant_in_flight",
+	    "Callbacks running now on this instance, per tenant (all its "
+	    "topics), against dispatcher.max_tenant_in_flight.",
+	    METRICS_GAUGE) == -1)
+		return -1;
+	if (ctx->disp != NULL)
+		disp_inflight_tenant_foreach(ctx->disp, tenant_row, &ic);
+	if (ic.rc == 0 && ic.other > 0)
+		ic.rc = metrics_write_sample(out,
+		    "retryd_dispatcher_tenant_in_flight", names, other, 1,
+		    ic.other);
+	if (ic.rc != 0 ||
+	    metrics_write_header(out, "retryd_dispatcher_tenant_in_flight_max",
+	    "dispatcher.max_tenant_in_flight in force: one tenant's callbacks "
+	    "running at once on this instance (0: no cap).",
+	    METRICS_GAUGE) == -1 ||
+	    metrics_write_sample(out, "retryd_dispatcher_tenant_in_flight_max",
+	    NULL, NULL, 0, disp_tenant_cap(ctx->disp)) == -1)
+		return -1;
+	return 0;
+}
+
 /* One metric of one sample without labels. */
 static int
 single(struct buf *out, const char *name, const char *help,
@@ -474,7 +545,7 @@ metrics_get_route(struct api_req *req)
 	buf_init(&out, RENDER_MAX);
 	if (metrics_render(reg, &out) == -1 ||
 	    render_counts(&out) == -1 || render_inflight(ctx, &out) == -1 ||
-	    render_state(ctx, &out) == -1) {
+	    render_tenants(ctx, &out) == -1 || render_state(ctx, &out) == -1) {
 		buf_free(&out);
 		api_error(req, 500, "internal", NULL,
 		    "the metrics outgrew %u bytes", RENDER_MAX);
