@@ -300,6 +300,74 @@ def _():
         G.stop()
 
 
+TENANT_HELD = "retryd_dispatcher_tenant_held_total"
+TENANT_IN_FLIGHT = "retryd_dispatcher_tenant_in_flight"
+
+
+@t.test("the tenant cap: by default max_total_in_flight less a tenth")
+def _():
+    assert val(scrape(E), TENANT_IN_FLIGHT + "_max") == 9000
+
+
+@t.test("dispatcher.max_tenant_in_flight = 4: a tenant whose receiver hangs "
+        "shows its 4 callbacks against the cap, the passes holding it back "
+        "count and one warning names it; a tenant under its cap: neither")
+def _():
+    env = Env(config={"debug": {"fake_clock": True},
+                      "dispatcher": {"max_total_in_flight": 10,
+                                     "max_tenant_in_flight": 4},
+                      "shutdown": {"grace": "100ms"}})
+    warn = r"tenant=%s reached max_tenant_in_flight \(4 callbacks"
+    try:
+        mark = env.d.log_mark()
+        hang = harness.Receiver(script="hang")
+        a, akey = env.tenant()
+        topics = [env.topic(akey, callback_url=hang.url("/hook"),
+                            timeout_ms=60000, max_in_flight=5,
+                            retry_schedule="<0,0>")["name"]
+                  for _ in range(2)]
+        st, _, c = env.admin("GET", "/v1/debug/clock")
+        assert st == 200, (st, c)
+        for q in topics:
+            for i in range(5):
+                env.push(akey, q, {"i": i}, run_at_ms=c["now_ms"])
+        hang.wait_count(4)
+        env.d.advance_clock(0)          # two more passes: no 5th
+        assert len(hang.requests) == 4, len(hang.requests)
+        s = scrape(env)
+        assert val(s, TENANT_IN_FLIGHT, tenant=a) == 4, s
+        assert val(s, TENANT_IN_FLIGHT + "_max") == 4, s
+        assert val(s, "retryd_dispatcher_in_flight") == 4, s
+        held = harness.wait_for(
+            lambda: val(scrape(env), TENANT_HELD, tenant=a),
+            what="a pass that held the tenant back counted")
+        env.d.wait_log(warn % a, since=mark)
+
+        # Another tenant's jobs go out; its outcomes wake the timer, whose
+        # passes find the first tenant still at its cap and count again.
+        ok = harness.Receiver(script="200")
+        b, bkey = env.tenant()
+        bq = env.topic(bkey, callback_url=ok.url("/hook"),
+                       retry_schedule="<0>")["name"]
+        for i in range(3):
+            env.push(bkey, bq, {"b": i}, run_at_ms=c["now_ms"])
+        ok.wait_count(3)
+        harness.wait_for(
+            lambda: val(scrape(env), TENANT_HELD, tenant=a) > held,
+            what="the held-back count to rise")
+        env.d.advance_clock(0)
+        s = scrape(env)
+        assert val(s, TENANT_HELD, tenant=b) == 0, s
+        assert val(s, TENANT_IN_FLIGHT, tenant=b) == 0, s
+        assert val(s, TENANT_IN_FLIGHT, tenant=a) == 4, s
+        assert len(hang.requests) == 4, len(hang.requests)
+        log = env.d.log(mark)
+        assert len(re.findall(warn % a, log)) == 1, log
+        assert not re.search(warn % b, log), log
+    finally:
+        env.stop()
+
+
 @t.test("Redis down: redis_up 0, errors counted, not ready; back: ready")
 def _():
     before = scrape(E)
