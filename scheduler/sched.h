@@ -113,7 +113,9 @@ struct sched_hooks {
 	 * How many more callbacks all of the tenant's push topics together may
 	 * start now (a cap of the tenant's, the instance's), or NULL: only
 	 * capacity() bounds them.  A pass shares it among the tenant's topics
-	 * instead of giving each topic all of it.
+	 * instead of giving each topic all of it, and asks once per pass for
+	 * each tenant with due or ready jobs in push topics (the daemon
+	 * counts a 0 there as the tenant held back).
 	 */
 	int	(*tenant_capacity)(const char *tenant, void *arg);
 	/*
