@@ -66,6 +66,22 @@ out:
 	return e;
 }
 
+/*
+ * Command i of a pipeline() of three-word commands: cmd key arg (arg is
+ * arglen bytes).  key and arg are borrowed.
+ */
+static void
+cmd3(const char **argv, size_t *lens, size_t i, const char *cmd,
+    const char *key, const char *arg, size_t arglen)
+{
+	argv[3 * i] = cmd;
+	lens[3 * i] = strlen(cmd);
+	argv[3 * i + 1] = key;
+	lens[3 * i + 1] = strlen(key);
+	argv[3 * i + 2] = arg;
+	lens[3 * i + 2] = arglen;
+}
+
 static void
 free_replies(redisReply **r, int n)
 {
@@ -155,12 +171,8 @@ sched_q_job(struct sched *s, redisContext *c, const char *tenant,
 	r = xcalloc((size_t)n, sizeof(*r));
 	for (i = 0; i < n; i++) {
 		sched_key(kj, tenant, i, "j", NULL);
-		argv[3 * i] = "HEXISTS";
-		lens[3 * i] = 7;
-		argv[3 * i + 1] = xstrdup(kj);
-		lens[3 * i + 1] = strlen(kj);
-		argv[3 * i + 2] = idk;
-		lens[3 * i + 2] = idklen;
+		cmd3(argv, lens, (size_t)i, "HEXISTS", xstrdup(kj), idk,
+		    idklen);
 	}
 	e = pipeline(s, c, n, 3, argv, lens, r, broken);
 	if (e == SCHED_OK) {
@@ -659,12 +671,8 @@ sched_q_bizkeys(struct sched *s, redisContext *c, const char *tenant,
 		shard[m] = sched_shard_for(s, bizkeys[i], NULL);
 		sched_key(keys[m], tenant, shard[m], "b", NULL);
 		fields[m] = xasprintf("%s:%s", topic, bizkeys[i]);
-		argv[3 * m] = "HGET";
-		lens[3 * m] = 4;
-		argv[3 * m + 1] = keys[m];
-		lens[3 * m + 1] = strlen(keys[m]);
-		argv[3 * m + 2] = fields[m];
-		lens[3 * m + 2] = strlen(fields[m]);
+		cmd3(argv, lens, m, "HGET", keys[m], fields[m],
+		    strlen(fields[m]));
 		at[m++] = i;
 	}
 	if (m == 0 || (e = pipeline(s, c, (int)m, 3, argv, lens, r,
@@ -681,12 +689,7 @@ sched_q_bizkeys(struct sched *s, redisContext *c, const char *tenant,
 			goto out;
 		}
 		sched_key(keys[j], tenant, shard[j], "j", NULL);
-		argv[3 * k] = "HGET";
-		lens[3 * k] = 4;
-		argv[3 * k + 1] = keys[j];
-		lens[3 * k + 1] = strlen(keys[j]);
-		argv[3 * k + 2] = r[j]->str;
-		lens[3 * k + 2] = r[j]->len;
+		cmd3(argv, lens, k, "HGET", keys[j], r[j]->str, r[j]->len);
 		of[k++] = j;
 	}
 	if (k == 0 || (e = pipeline(s, c, (int)k, 3, argv, lens, rj,
