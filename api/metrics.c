@@ -361,53 +361,73 @@ render_counts(struct buf *out)
 
 /* ---- callbacks in flight ------------------------------------------------ */
 
+/*
+ * A gauge of callbacks in flight, one sample per dispatcher row up to max
+ * rows, the rest summed under METRICS_OTHER in every label.
+ */
 struct inflight_ctx {
-	struct buf	*out;
-	size_t		 rows;
-	int64_t		 other;
-	int		 rc;
+	struct buf		*out;
+	const char		*name;		/* the series */
+	const char *const	*labels;
+	size_t			 nlabels;
+	size_t			 max;		/* rows written at most */
+	size_t			 rows;
+	int64_t			 other;
+	int			 rc;
 };
+
+/* Writes one row's sample (v, ic->nlabels values), or folds it. */
+static void
+inflight_sample(struct inflight_ctx *ic, const char *const *v, int n)
+{
+	if (ic->rc != 0)
+		return;
+	if (ic->rows >= ic->max) {
+		ic->other += n;
+		return;
+	}
+	ic->rc = metrics_write_sample(ic->out, ic->name, ic->labels, v,
+	    ic->nlabels, n);
+	ic->rows++;
+}
+
+/* The folded rows' sample, if any; 0 or -1. */
+static int
+inflight_other(struct inflight_ctx *ic)
+{
+	static const char *const other[] = { METRICS_OTHER, METRICS_OTHER };
+
+	if (ic->rc == 0 && ic->other > 0)
+		ic->rc = metrics_write_sample(ic->out, ic->name, ic->labels,
+		    other, ic->nlabels, ic->other);
+	return ic->rc != 0 ? -1 : 0;
+}
 
 static void
 inflight_row(const char *tenant, const char *topic, int n, void *arg)
 {
-	static const char *const names[] = { "tenant", "topic" };
-	struct inflight_ctx *ic = arg;
 	const char *v[2];
 
-	if (ic->rc != 0)
-		return;
-	if (ic->rows >= INFLIGHT_ROWS_MAX) {
-		ic->other += n;
-		return;
-	}
 	v[0] = tenant;
 	v[1] = topic;
-	ic->rc = metrics_write_sample(ic->out, "retryd_callbacks_in_flight",
-	    names, v, 2, n);
-	ic->rows++;
+	inflight_sample(arg, v, n);
 }
 
 static int
 render_inflight(struct api_ctx *ctx, struct buf *out)
 {
 	static const char *const names[] = { "tenant", "topic" };
-	static const char *const other[] = { METRICS_OTHER, METRICS_OTHER };
-	struct inflight_ctx ic;
+	struct inflight_ctx ic = { out, "retryd_callbacks_in_flight", names,
+	    2, INFLIGHT_ROWS_MAX, 0, 0, 0 };
 
-	memset(&ic, 0, sizeof(ic));
-	ic.out = out;
-	if (metrics_write_header(out, "retryd_callbacks_in_flight",
+	if (metrics_write_header(out, ic.name,
 	    "Callbacks running now on this instance, per topic.",
 	    METRICS_GAUGE) == -1)
 		return -1;
 	if (ctx->disp == NULL)
 		return 0;
 	disp_inflight_foreach(ctx->disp, inflight_row, &ic);
-	if (ic.rc == 0 && ic.other > 0)
-		ic.rc = metrics_write_sample(out, "retryd_callbacks_in_flight",
-		    names, other, 2, ic.other);
-	if (ic.rc != 0)
+	if (inflight_other(&ic) == -1)
 		return -1;
 	if (metrics_write_header(out, "retryd_dispatcher_in_flight",
 	    "Callbacks running now on this instance.", METRICS_GAUGE) == -1 ||
@@ -422,43 +442,24 @@ render_inflight(struct api_ctx *ctx, struct buf *out)
 static void
 tenant_row(const char *tenant, int n, void *arg)
 {
-	static const char *const names[] = { "tenant" };
-	struct inflight_ctx *ic = arg;
-	const char *v[1];
-
-	if (ic->rc != 0)
-		return;
-	if (ic->rows >= TENANT_ROWS_MAX) {
-		ic->other += n;
-		return;
-	}
-	v[0] = tenant;
-	ic->rc = metrics_write_sample(ic->out,
-	    "retryd_dispatcher_tenant_in_flight", names, v, 1, n);
-	ic->rows++;
+	inflight_sample(arg, &tenant, n);
 }
 
 static int
 render_tenants(struct api_ctx *ctx, struct buf *out)
 {
 	static const char *const names[] = { "tenant" };
-	static const char *const other[] = { METRICS_OTHER };
-	struct inflight_ctx ic;
+	struct inflight_ctx ic = { out, "retryd_dispatcher_tenant_in_flight",
+	    names, 1, TENANT_ROWS_MAX, 0, 0, 0 };
 
-	memset(&ic, 0, sizeof(ic));
-	ic.out = out;
-	if (metrics_write_header(out, "retryd_dispatcher_tenant_in_flight",
+	if (metrics_write_header(out, ic.name,
 	    "Callbacks running now on this instance, per tenant (all its "
 	    "topics), against dispatcher.max_tenant_in_flight.",
 	    METRICS_GAUGE) == -1)
 		return -1;
 	if (ctx->disp != NULL)
 		disp_inflight_tenant_foreach(ctx->disp, tenant_row, &ic);
-	if (ic.rc == 0 && ic.other > 0)
-		ic.rc = metrics_write_sample(out,
-		    "retryd_dispatcher_tenant_in_flight", names, other, 1,
-		    ic.other);
-	if (ic.rc != 0 ||
+	if (inflight_other(&ic) == -1 ||
 	    metrics_write_header(out, "retryd_dispatcher_tenant_in_flight_max",
 	    "dispatcher.max_tenant_in_flight in force: one tenant's callbacks "
 	    "running at once on this instance (0: no cap).",
