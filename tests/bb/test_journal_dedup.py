@@ -129,15 +129,23 @@ def case_bizkey_dedup_listing(drv):
         assert st == 200 and j["jobs"] == [], j
 
 
+def remade(d, name, key, q, cid_job):
+    """Tenant name (key) pushes client id cid-1 (with cid_job's members)
+    and a job to pull topic q, is deleted with its jobs, and is made
+    again with a topic q: the new tenant's key."""
+    L.ok(opush(d, key, dict(cid_job, topic=q, id="cid-1")), 200)
+    L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                   {"delay_ms": L.HOUR, "body": "old"}, key=key), 201)
+    st, _, _ = d.admin("DELETE", "/v1/tenants/%s?force=true" % name)
+    assert st == 204
+    _, k2 = L.tenant(d, name)
+    L.topic(d, k2, q, mode="pull")
+    return k2
+
+
 def case_tenant_made_again(drv):
     with daemon(drv, mode="pull") as (r, d, name, key, q):
-        L.ok(opush(d, key, {"topic": q, "id": "cid-1", "body": "old"}), 200)
-        L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
-                       {"delay_ms": L.HOUR, "body": "old"}, key=key), 201)
-        st, _, _ = d.admin("DELETE", "/v1/tenants/%s?force=true" % name)
-        assert st == 204
-        _, k2 = L.tenant(d, name)
-        L.topic(d, k2, q, mode="pull")
+        k2 = remade(d, name, key, q, {"body": "old"})
         # The journal has nothing of the old tenant to list or to match.
         st, _, j = d.request("GET", "/v1/jobs", key=k2)
         assert st == 200 and j["jobs"] == [], j
@@ -178,14 +186,7 @@ def case_tenant_delete_rows(drv):
         L.ready(d)
         name, key = L.tenant(d)
         q = L.topic(d, key, mode="pull")
-        L.ok(opush(d, key, {"topic": q, "id": "cid-1", "delay": L.HOUR}),
-             200)
-        L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
-                       {"delay_ms": L.HOUR, "body": "old"}, key=key), 201)
-        st, _, _ = d.admin("DELETE", "/v1/tenants/%s?force=true" % name)
-        assert st == 204
-        _, k2 = L.tenant(d, name)
-        L.topic(d, k2, q, mode="pull")
+        k2 = remade(d, name, key, q, {"delay": L.HOUR})
         L.ok(opush(d, k2, {"topic": q, "id": "cid-1", "delay": L.HOUR}),
              200)
         # Answered once its transition is committed, and with it every
