@@ -352,6 +352,11 @@ def _():
         for i in range(3):
             env.push(bkey, bq, {"b": i}, run_at_ms=c["now_ms"])
         ok.wait_count(3)
+        # The receiver has answered; the outcomes are applied after it.
+        harness.wait_for(
+            lambda: val(scrape(env), "retryd_attempts_total", tenant=b,
+                        topic=bq, result="delivered") == 3,
+            what="the other tenant's 3 jobs delivered")
         harness.wait_for(
             lambda: val(scrape(env), TENANT_HELD, tenant=a) > held,
             what="the held-back count to rise")
