@@ -20,7 +20,8 @@
  *    for every push that has one, is looked up before the quota; a
  *    bizkey, which Redis's push script deduplicates, is looked up only
  *    when the quota refuses, so a push under the quota pays no round trip
- *    for it.
+ *    for it.  Then too, the jobs of a batch that share a bizkey take the
+ *    room of one: Redis makes only the first.
  *  - Accepted means journaled: jobs are written to the journal before
  *    Redis.  A journaled job that Redis then does not make (deduplicated by
  *    bizkey, refused, Redis down) has its row removed (a void transition,
@@ -732,6 +733,7 @@ struct api_accept_priv {
 	int			 jerr;		/* the journal's answer */
 	int			 phase;		/* 0 new, 1 journaling, 2 */
 	size_t			 quota_held;	/* to give back if gone */
+	size_t			 quota_free;	/* bizkey repeats: no room */
 	char			 tenant[API_TENANT_MAX + 1];
 	unsigned char		*known;		/* client ids Redis has */
 	int64_t			 now_ms;
@@ -1056,6 +1058,35 @@ accept_journal_wait(struct api_req *req, struct api_accept *a,
 		accept_journaled(e, a);	/* the handler answers 503 */
 }
 
+static int
+biz_cmp(const void *x, const void *y)
+{
+	const char *const *a = x, *const *b = y;
+
+	return strcmp(*a, *b);
+}
+
+/*
+ * The jobs of a not answered yet whose bizkey repeats another of them:
+ * Redis makes one job per bizkey, so only the first needs room.
+ */
+static size_t
+biz_repeats(const struct api_accept *a)
+{
+	const char **v;
+	size_t i, n = 0, r = 0;
+
+	v = xcalloc(a->n > 0 ? a->n : 1, sizeof(*v));
+	for (i = 0; i < a->n; i++)
+		if (!a->priv->known[i] && a->jobs[i].bizkey != NULL)
+			v[n++] = a->jobs[i].bizkey;
+	qsort(v, n, sizeof(*v), biz_cmp);
+	for (i = 1; i < n; i++)
+		r += strcmp(v[i - 1], v[i]) == 0;
+	free(v);
+	return r;
+}
+
 /*
  * Room for need jobs of a, those not answered yet (p->known[i] 0).  Over
  * the quota, a job that repeats a push (the bizkey of an unfinished job of
@@ -1113,8 +1144,13 @@ accept_quota(struct api_req *req, struct api_accept *a, size_t need,
 	}
 	if (need == 0)
 		return 0;
+	if (nbiz > 1) {
+		p->quota_free = biz_repeats(a);
+		need -= p->quota_free;
+	}
 	if ((rc = quota_try(req, req->tenant, need, &pending, &limit)) != 1)
 		goto out;
+	p->quota_free = 0;
 	if (answered == 0) {
 		quota_refuse(req, req->tenant, need, pending, limit);
 		return -1;
@@ -1340,7 +1376,9 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		}
 	}
 	api_journal_settle(req, req->tenant, nvoid);
-	api_quota_refund(req->tenant, unmade);
+	/* Each repeat that took no room is one of the unmade. */
+	api_quota_refund(req->tenant, unmade > p->quota_free ?
+	    unmade - p->quota_free : 0);
 	p->quota_held = 0;
 	return 0;
 }

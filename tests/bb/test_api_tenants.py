@@ -312,6 +312,43 @@ def _():
     assert _pending(key, q) == 4
 
 
+@t.test("a batch at the quota: jobs sharing a bizkey take the room of one "
+        "(the first made, the rest its duplicates), and no more is given "
+        "back after the push")
+def _():
+    name, key = E.tenant(max_pending=3)
+    q = E.topic(key)["name"]
+    path = "/v1/topics/%s/jobs:batch" % q
+    E.push(key, q, {"n": 1}, delay_ms=60000)
+    E.push(key, q, {"n": 2}, delay_ms=60000)
+    # Room for one: three jobs of one bizkey are one new job.
+    same = [{"delay_ms": 60000, "bizkey": "r1", "body": i} for i in range(3)]
+    st, _, b = E.req("POST", path, {"jobs": same}, key=key)
+    assert st == 200, b
+    res = b["results"]
+    assert [r["status"] for r in res] == [201, 200, 200], b
+    assert res[1]["id"] == res[0]["id"] == res[2]["id"], b
+    assert res[1]["deduplicated"] and res[2]["deduplicated"], b
+    assert _pending(key, q) == 3
+    # The repeats were given no room, so none is given back: still full.
+    expect_error(E.req("POST", "/v1/topics/%s/jobs" % q,
+                       {"delay_ms": 60000}, key=key), 429, "quota_exceeded")
+    assert E.req("DELETE", "/v1/jobs/" + res[0]["id"], key=key)[0] == 204
+    # Two bizkeys are two new jobs: over the room of one, refused whole.
+    two = [{"delay_ms": 60000, "bizkey": "r2"},
+           {"delay_ms": 60000, "bizkey": "r3"},
+           {"delay_ms": 60000, "bizkey": "r2"}]
+    expect_error(E.req("POST", path, {"jobs": two}, key=key), 429,
+                 "quota_exceeded")
+    for bk in ("r2", "r3"):
+        expect_error(E.req("DELETE", "/v1/topics/%s/bizkeys/%s" % (q, bk),
+                           key=key), 404, "job_not_found")
+    st, _, b = E.req("POST", path, {"jobs": [two[0], two[2]]}, key=key)
+    assert st == 200, b
+    assert [r["status"] for r in b["results"]] == [201, 200], b
+    assert _pending(key, q) == 3
+
+
 @t.test("DELETE a tenant: its keys stop working; 409 while it has jobs")
 def _():
     name, key = E.tenant()
