@@ -175,16 +175,17 @@ static int
 tenant_cb(const struct jrnl_tenant *t, void *arg)
 {
 	struct reg_ctx *rc = arg;
-	int64_t maxp;
+	int64_t maxp, maxf;
 	int created;
 
-	if (registry_tenant_settings_parse(t->settings_json, &maxp) == -1) {
+	if (registry_tenant_settings_parse(t->settings_json, &maxp,
+	    &maxf) == -1) {
 		log_warnx("restore: tenant %s: unreadable settings; the "
 		    "defaults apply", t->name);
-		maxp = 0;
+		maxp = maxf = 0;
 	}
 	rc->err = registry_restore_tenant(rc->r->cfg.reg, t->name,
-	    t->created_ms, maxp, &created);
+	    t->created_ms, maxp, maxf, &created);
 	if (rc->err == REG_EINVAL) {
 		log_warnx("restore: tenant %s: not a valid tenant; skipped",
 		    t->name);

@@ -262,9 +262,10 @@ hook_topic_info(const char *tenant, const char *topic,
 
 /*
  * sched_hooks.capacity: what the topic may still send, under its own cap,
- * its tenant's (dispatcher.max_tenant_in_flight) and the instance's, so the
- * scheduler reserves no more than the dispatcher takes, and a tenant whose
- * receivers hang keeps at most its cap of the instance's callbacks.
+ * its tenant's (its max_in_flight, else dispatcher.max_tenant_in_flight)
+ * and the instance's, so the scheduler reserves no more than the
+ * dispatcher takes, and a tenant whose receivers hang keeps at most its
+ * cap of the instance's callbacks.
  */
 static int
 hook_capacity(const char *tenant, const char *topic, void *arg)
@@ -279,7 +280,11 @@ hook_capacity(const char *tenant, const char *topic, void *arg)
 
 /*
  * sched_hooks.tenant_capacity: the room all of a tenant's topics share.  A
- * pass asks once for each tenant with due jobs in push topics, so no room
+ * pass asks once for each tenant with due jobs in push topics, before it
+ * asks for any of the tenant's topics, so this is where the tenant's own
+ * max_in_flight, read from the registry's cache, is handed to the
+ * dispatcher: once per pass and tenant, not per job.  Redis unreachable
+ * with nothing cached leaves the cap the dispatcher last had.  No room
  * with the tenant at its own cap (not the instance's) is a pass that held
  * the tenant back: counted (retryd_dispatcher_tenant_held_total).  Read
  * only when the room is 0, so it costs nothing otherwise.
@@ -288,10 +293,17 @@ static int
 hook_tenant_capacity(const char *tenant, void *arg)
 {
 	struct wire *w = arg;
+	struct registry_tenant t;
+	enum reg_err e;
 	int room, cap;
 
+	if ((e = registry_tenant_get(w->reg, tenant, &t)) == REG_OK)
+		disp_tenant_set_cap(w->disp, tenant, t.max_in_flight > INT_MAX ?
+		    INT_MAX : (int)t.max_in_flight);
+	else if (e == REG_ENOTFOUND)
+		disp_tenant_set_cap(w->disp, tenant, 0);
 	room = disp_tenant_room(w->disp, tenant);
-	if (room == 0 && (cap = disp_tenant_cap(w->disp)) > 0 &&
+	if (room == 0 && (cap = disp_tenant_cap_of(w->disp, tenant)) > 0 &&
 	    disp_inflight_tenant(w->disp, tenant) >= cap)
 		api_obs_tenant_held(tenant);
 	return room;

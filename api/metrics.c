@@ -115,8 +115,9 @@ reg_init(void)
 	s_redis_err = metrics_get(f_redis_err, NULL);
 	f_held = metrics_family_new(reg, METRICS_COUNTER,
 	    "retryd_dispatcher_tenant_held_total", "Timer passes that found "
-	    "the tenant at dispatcher.max_tenant_in_flight with due jobs in "
-	    "push topics, which waited (once per pass).", tenant, 0);
+	    "the tenant at its cap (its max_in_flight, else "
+	    "dispatcher.max_tenant_in_flight) with due jobs in push topics, "
+	    "which waited (once per pass).", tenant, 0);
 }
 
 static void
@@ -462,12 +463,22 @@ render_tenants(struct api_ctx *ctx, struct buf *out)
 	if (inflight_other(&ic) == -1 ||
 	    metrics_write_header(out, "retryd_dispatcher_tenant_in_flight_max",
 	    "dispatcher.max_tenant_in_flight in force: one tenant's callbacks "
-	    "running at once on this instance (0: no cap).",
+	    "running at once on this instance (0: no cap); with a tenant "
+	    "label, the cap in force of a tenant with its own max_in_flight.",
 	    METRICS_GAUGE) == -1 ||
 	    metrics_write_sample(out, "retryd_dispatcher_tenant_in_flight_max",
 	    NULL, NULL, 0, disp_tenant_cap(ctx->disp)) == -1)
 		return -1;
-	return 0;
+	/*
+	 * Key decision: a cap is not a count, so the tenants with one of
+	 * their own past the row cap are left out rather than folded into
+	 * _other (a sum of caps means nothing); the operator set each one.
+	 */
+	ic.name = "retryd_dispatcher_tenant_in_flight_max";
+	ic.rows = 0;
+	if (ctx->disp != NULL)
+		disp_tenant_cap_foreach(ctx->disp, tenant_row, &ic);
+	return ic.rc != 0 ? -1 : 0;
 }
 
 /* One metric of one sample without labels. */

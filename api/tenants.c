@@ -16,6 +16,12 @@
  * so a restore can never bring back what a 2xx removed.  The journal is
  * needed in every journal mode: these writes are rare, and a revoked key
  * must not come back.
+ *
+ * Key decision: PATCH changes only the settings its body names (null clears
+ * one), so setting one override never clears the other.  A tenant's
+ * max_in_flight is kept as given, even above dispatcher.max_total_in_flight
+ * (an instance's total may differ from another's and change at a restart);
+ * the cap in force shown is what this instance applies: at most its total.
  */
 #include "config.h"
 
@@ -30,6 +36,7 @@
 #include "api/internal.h"
 #include "api/validate.h"
 #include "conf.h"
+#include "dispatcher/dispatcher.h"
 #include "journal/journal.h"
 #include "scheduler/registry.h"
 #include "scheduler/sched.h"
@@ -38,9 +45,11 @@
 #include "util/log.h"
 
 #define MAX_PENDING_LIMIT	INT64_C(1000000000000)
+/* As dispatcher.max_total_in_flight's. */
+#define MAX_IN_FLIGHT_LIMIT	INT64_C(1000000)
 
 static json_object *
-tenant_json(const struct registry_tenant *t)
+tenant_json(struct api_ctx *ctx, const struct registry_tenant *t)
 {
 	json_object *o = json_object_new_object();
 
@@ -52,6 +61,11 @@ tenant_json(const struct registry_tenant *t)
 	    CONF_GET(limit_max_pending)));
 	json_object_object_add(o, "max_pending_override", t->max_pending > 0 ?
 	    json_object_new_int64(t->max_pending) : NULL);
+	json_object_object_add(o, "max_in_flight", json_object_new_int(
+	    disp_tenant_cap_for(ctx->disp, (int)t->max_in_flight)));
+	json_object_object_add(o, "max_in_flight_override",
+	    t->max_in_flight > 0 ? json_object_new_int64(t->max_in_flight) :
+	    NULL);
 	json_object_object_add(o, "keys", json_object_new_int(t->nkeys));
 	return o;
 }
@@ -87,7 +101,7 @@ journal_refused(struct api_req *req, enum jrnl_err e, const char *what,
 
 static enum jrnl_err
 journal_tenant(struct api_ctx *ctx, const char *name, int64_t created_ms,
-    int64_t max_pending)
+    int64_t max_pending, int64_t max_in_flight)
 {
 	struct jrnl_tenant jt;
 	enum jrnl_err e;
@@ -95,7 +109,7 @@ journal_tenant(struct api_ctx *ctx, const char *name, int64_t created_ms,
 
 	if (ctx->jrnl == NULL)
 		return JRNL_OK;
-	settings = registry_tenant_settings_json(max_pending);
+	settings = registry_tenant_settings_json(max_pending, max_in_flight);
 	memset(&jt, 0, sizeof(jt));
 	jt.name = name;
 	jt.created_ms = created_ms;
@@ -145,13 +159,14 @@ load_tenant(struct api_req *req, struct registry_tenant *t)
 static void
 tenant_create(struct api_req *req)
 {
-	static const char *const allowed[] = { "name", "max_pending", NULL };
+	static const char *const allowed[] = { "name", "max_pending",
+	    "max_in_flight", NULL };
 	struct api_ctx *ctx = api_ctx_of(req);
 	char api_key[REG_API_KEY_LEN + 1], key_id[REG_KEY_ID_MAX + 1];
 	struct registry_tenant t;
 	json_object *body = NULL, *o;
 	const char *name = NULL;
-	int64_t maxp = 0, now = clock_wall_ms();
+	int64_t maxp = 0, maxf = 0, now = clock_wall_ms();
 	enum reg_err e;
 	enum jrnl_err je;
 	int present;
@@ -161,7 +176,9 @@ tenant_create(struct api_req *req)
 	    api_json_string(req, body, "name", "name", 64, &name,
 	    &present) == -1 ||
 	    api_json_int(req, body, "max_pending", "max_pending", 1,
-	    MAX_PENDING_LIMIT, &maxp, NULL) == -1)
+	    MAX_PENDING_LIMIT, &maxp, NULL) == -1 ||
+	    api_json_int(req, body, "max_in_flight", "max_in_flight", 1,
+	    MAX_IN_FLIGHT_LIMIT, &maxf, NULL) == -1)
 		goto out;
 	if (!present) {
 		api_error(req, 400, "missing_field", "name",
@@ -170,7 +187,7 @@ tenant_create(struct api_req *req)
 	}
 	if (api_check_tenant(req, name, "name") == -1)
 		goto out;
-	e = registry_tenant_create(ctx->reg, name, maxp, now, api_key,
+	e = registry_tenant_create(ctx->reg, name, maxp, maxf, now, api_key,
 	    key_id);
 	if (e == REG_EEXISTS) {
 		api_error(req, 409, "tenant_exists", "name",
@@ -181,7 +198,7 @@ tenant_create(struct api_req *req)
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
-	if ((je = journal_tenant(ctx, name, now, maxp)) != JRNL_OK ||
+	if ((je = journal_tenant(ctx, name, now, maxp, maxf)) != JRNL_OK ||
 	    (je = journal_key(ctx, name, key_id, api_key, now)) != JRNL_OK) {
 		/*
 		 * Undo in Redis.  A tenant row the journal may have taken
@@ -200,8 +217,10 @@ tenant_create(struct api_req *req)
 	snprintf(t.name, sizeof(t.name), "%s", name);
 	t.created_ms = now;
 	t.max_pending = maxp;
+	t.max_in_flight = maxf;
 	t.nkeys = 1;
-	o = tenant_json(&t);
+	disp_tenant_set_cap(ctx->disp, name, (int)maxf);
+	o = tenant_json(ctx, &t);
 	json_object_object_add(o, "key_id", json_object_new_string(key_id));
 	json_object_object_add(o, "api_key", json_object_new_string(api_key));
 	explicit_bzero(api_key, sizeof(api_key));
@@ -226,7 +245,7 @@ tenant_list(struct api_req *req)
 	o = json_object_new_object();
 	a = json_object_new_array();
 	for (i = 0; i < n; i++)
-		json_object_array_add(a, tenant_json(&v[i]));
+		json_object_array_add(a, tenant_json(ctx, &v[i]));
 	json_object_object_add(o, "tenants", a);
 	free(v);
 	api_reply_json(req, 200, o);
@@ -246,7 +265,7 @@ tenant_reply(struct api_req *req, const struct registry_tenant *t)
 		api_reg_error(req, e, "tenant");
 		return;
 	}
-	o = tenant_json(t);
+	o = tenant_json(ctx, t);
 	a = json_object_new_array();
 	for (i = 0; i < n; i++)
 		json_object_array_add(a, key_json(keys[i].key_id,
@@ -268,40 +287,61 @@ tenant_get(struct api_req *req)
 		tenant_reply(req, &t);
 }
 
+/*
+ * A setting of a PATCH body: *v unchanged when the member is absent, 0
+ * when it is null (back to the configured default).  0, or -1 answered.
+ */
+static int
+patch_int(struct api_req *req, json_object *body, const char *name,
+    int64_t max, int64_t *v)
+{
+	int present;
+
+	if (api_json_int(req, body, name, name, 1, max, v, &present) == -1)
+		return -1;
+	if (!present && json_object_object_get_ex(body, name, NULL))
+		*v = 0;
+	return 0;
+}
+
 static void
 tenant_patch(struct api_req *req)
 {
-	static const char *const allowed[] = { "max_pending", NULL };
+	static const char *const allowed[] = { "max_pending",
+	    "max_in_flight", NULL };
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
 	json_object *body = NULL;
-	int64_t maxp = 0;
+	int64_t maxp, maxf;
 	enum reg_err e;
 	enum jrnl_err je;
-	int present;
 
 	if (load_tenant(req, &t) == -1 || api_body_json(req, &body) == -1 ||
-	    api_json_only(req, body, allowed, "") == -1 ||
-	    api_json_int(req, body, "max_pending", "max_pending", 1,
-	    MAX_PENDING_LIMIT, &maxp, &present) == -1)
+	    api_json_only(req, body, allowed, "") == -1)
 		goto out;
-	/* Absent or null: back to the configured default. */
-	if (!present)
-		maxp = 0;
-	e = registry_tenant_set_max_pending(ctx->reg, t.name, maxp);
+	maxp = t.max_pending;
+	maxf = t.max_in_flight;
+	if (patch_int(req, body, "max_pending", MAX_PENDING_LIMIT,
+	    &maxp) == -1 ||
+	    patch_int(req, body, "max_in_flight", MAX_IN_FLIGHT_LIMIT,
+	    &maxf) == -1)
+		goto out;
+	e = registry_tenant_set_limits(ctx->reg, t.name, maxp, maxf);
 	if (e != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
-	if ((je = journal_tenant(ctx, t.name, t.created_ms, maxp)) !=
+	if ((je = journal_tenant(ctx, t.name, t.created_ms, maxp, maxf)) !=
 	    JRNL_OK) {
-		if ((e = registry_tenant_set_max_pending(ctx->reg, t.name,
-		    t.max_pending)) != REG_OK)
-			log_warnx("api: tenant %s: cannot undo the quota "
+		if ((e = registry_tenant_set_limits(ctx->reg, t.name,
+		    t.max_pending, t.max_in_flight)) != REG_OK)
+			log_warnx("api: tenant %s: cannot undo the limits' "
 			    "change: %s", t.name, registry_strerror(e));
 		journal_refused(req, je, "tenant", t.name);
 		goto out;
 	}
+	/* This instance at once; the others at their next timer pass. */
+	disp_tenant_set_cap(ctx->disp, t.name, (int)maxf);
 	if ((e = registry_tenant_get(ctx->reg, t.name, &t)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		goto out;
@@ -405,6 +445,7 @@ tenant_delete(struct api_req *req)
 		api_reg_error(req, e, "tenant");
 		return;
 	}
+	disp_tenant_set_cap(ctx->disp, t.name, 0);
 	if (api_drop_jobs(req, t.name, NULL) == -1)
 		return;
 	/* Only jobs pushed between the two drops are left to go now. */
@@ -451,7 +492,7 @@ key_create(struct api_req *req)
 	/* The tenant's row too: it heals a tenant whose creation was cut
 	 * short between Redis and the journal. */
 	if ((je = journal_tenant(ctx, t.name, t.created_ms,
-	    t.max_pending)) != JRNL_OK ||
+	    t.max_pending, t.max_in_flight)) != JRNL_OK ||
 	    (je = journal_key(ctx, t.name, key_id, api_key, now)) !=
 	    JRNL_OK) {
 		if ((e = registry_key_revoke(ctx->reg, t.name, key_id)) !=
@@ -530,7 +571,7 @@ const struct api_route api_routes_tenants[] = {
 	{ "GET", "/v1/tenants/{name}", API_AUTH_ADMIN, tenant_get,
 	    "a tenant with its keys and job counts", 0 },
 	{ "PATCH", "/v1/tenants/{name}", API_AUTH_ADMIN, tenant_patch,
-	    "set a tenant's quota", 0 },
+	    "set a tenant's quota and callback cap", 0 },
 	{ "DELETE", "/v1/tenants/{name}", API_AUTH_ADMIN, tenant_delete,
 	    "delete a tenant", 0 },
 	{ "POST", "/v1/tenants/{name}/keys", API_AUTH_ADMIN, key_create,

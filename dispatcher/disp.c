@@ -176,11 +176,15 @@ disp_submit(struct dispatcher *d, struct disp_request *req)
 		return -1;
 	}
 	/* Before the loop owns req; at most once a minute per tenant. */
-	if (full == 1)
-		log_warnx("dispatcher: tenant=%s reached max_tenant_in_flight "
-		    "(%d callbacks in flight on this instance): its other due "
-		    "jobs wait until one finishes", req->tenant,
-		    d->cfg.max_tenant_in_flight);
+	if (full == 1) {
+		int cap = disp_tenant_cap_of(d, req->tenant);
+
+		log_warnx("dispatcher: tenant=%s reached %s (%d callbacks in "
+		    "flight on this instance): its other due jobs wait until "
+		    "one finishes", req->tenant,
+		    cap == d->cfg.max_tenant_in_flight ?
+		    "max_tenant_in_flight" : "its max_in_flight", cap);
+	}
 	x = xcalloc(1, sizeof(*x));
 	x->req = req;
 	buf_init(&x->excerpt, d->cfg.capture_max);
@@ -272,6 +276,40 @@ int
 disp_tenant_cap(struct dispatcher *d)
 {
 	return d != NULL ? d->cfg.max_tenant_in_flight : 0;
+}
+
+int
+disp_tenant_cap_for(struct dispatcher *d, int own)
+{
+	if (d == NULL)
+		return own > 0 ? own : 0;
+	return disp_cap_in_force(own, d->cfg.max_tenant_in_flight,
+	    d->cfg.max_total_in_flight);
+}
+
+void
+disp_tenant_set_cap(struct dispatcher *d, const char *tenant, int own)
+{
+	if (d != NULL && tenant != NULL)
+		disp_counts_set_cap(&d->counts, tenant, own);
+}
+
+int
+disp_tenant_cap_of(struct dispatcher *d, const char *tenant)
+{
+	if (d == NULL || tenant == NULL)
+		return 0;
+	return disp_counts_cap(&d->counts, tenant,
+	    d->cfg.max_tenant_in_flight, d->cfg.max_total_in_flight);
+}
+
+void
+disp_tenant_cap_foreach(struct dispatcher *d,
+    void (*fn)(const char *tenant, int cap, void *arg), void *arg)
+{
+	if (d != NULL && fn != NULL)
+		disp_counts_foreach_cap(&d->counts,
+		    d->cfg.max_total_in_flight, fn, arg);
 }
 
 void

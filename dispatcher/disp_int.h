@@ -38,20 +38,28 @@ void	disp_counts_init(struct disp_counts *c);
 void	disp_counts_destroy(struct disp_counts *c);
 /*
  * +1 for the topic and its tenant: 0, or 1 when this request filled the
- * tenant's max_tenant and the tenant was not reported as reaching it in the
- * last warn_every_us (nor ever, since its count was last 0): the caller
- * reports it.  -1 with errno EAGAIN when max_total > 0 or the tenant's
- * max_tenant > 0 is reached (nothing counted then).
+ * tenant's cap (its own when set, disp_cap_in_force(), else max_tenant)
+ * and the tenant was not reported as reaching it in the last warn_every_us
+ * (nor ever, since its count was last 0): the caller reports it.  -1 with
+ * errno EAGAIN when max_total > 0 or the tenant's cap > 0 is reached
+ * (nothing counted then).
  */
 int	disp_counts_add(struct disp_counts *c, const char *tenant,
 	    const char *topic, int max_total, int max_tenant);
 void	disp_counts_del(struct disp_counts *c, const char *tenant,
 	    const char *topic);
+/* The tenant's own cap (<= 0: none, max_tenant applies). */
+void	disp_counts_set_cap(struct disp_counts *c, const char *tenant,
+	    int cap);
+/* The tenant's cap in force (disp_cap_in_force()); 0: none. */
+int	disp_counts_cap(struct disp_counts *c, const char *tenant,
+	    int max_tenant, int max_total);
 /* The topic's count; topic "" gives the tenant's (all its topics). */
 int	disp_counts_get(struct disp_counts *c, const char *tenant,
 	    const char *topic);
 /*
- * What the topic may still start under its cap, its tenant's and the total,
+ * What the topic may still start under its cap, its tenant's (its own when
+ * set) and the total,
  * the least of the three, read under one lock; a cap <= 0 is none.
  */
 int	disp_counts_room(struct disp_counts *c, const char *tenant,
@@ -65,6 +73,9 @@ void	disp_counts_foreach(struct disp_counts *c,
 /* The same for the tenants' own counts (all of a tenant's topics). */
 void	disp_counts_foreach_tenant(struct disp_counts *c,
 	    void (*fn)(const char *tenant, int n, void *arg), void *arg);
+/* Every tenant with a cap of its own, with that cap in force. */
+void	disp_counts_foreach_cap(struct disp_counts *c, int max_total,
+	    void (*fn)(const char *tenant, int cap, void *arg), void *arg);
 /* FNV-1a of tenant NUL topic: the counts' hash and the loop chooser. */
 uint64_t disp_topic_hash(const char *tenant, const char *topic);
 

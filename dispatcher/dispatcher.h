@@ -118,8 +118,8 @@ struct dispatcher *disp_new(const struct disp_config *cfg,
  * Thread-safe.  0: the dispatcher owns req and will call done() for it.
  * -1, and the caller still owns req: errno EINVAL (a required member missing),
  * ESHUTDOWN (draining), EAGAIN (max_total_in_flight reached, or the
- * request's tenant is at max_tenant_in_flight).  A request that takes its
- * tenant to max_tenant_in_flight logs a warning naming the tenant and the
+ * request's tenant is at its cap: disp_tenant_cap_of()).  A request that
+ * takes its tenant to that cap logs a warning naming the tenant and the
  * cap, at most once a minute per tenant (and again when the tenant reaches
  * it after having had nothing in flight).  A request
  * whose content is bad (a header with CR or LF, a URL libcurl refuses) is
@@ -138,7 +138,8 @@ int	disp_inflight_tenant(struct dispatcher *d, const char *tenant);
 /*
  * How many more requests the topic may have accepted now: the least of
  * max_topic (the topic's own cap, the caller's; <= 0: none) less its count,
- * max_tenant_in_flight less its tenant's and max_total_in_flight less the
+ * its tenant's cap (disp_tenant_cap_of()) less its tenant's count and
+ * max_total_in_flight less the
  * total, at least 0 (INT_MAX with no cap at all).  One lock, exact.
  */
 int	disp_topic_room(struct dispatcher *d, const char *tenant,
@@ -153,6 +154,25 @@ int	disp_tenant_room(struct dispatcher *d, const char *tenant);
 int	disp_tenant_cap_default(int max_total);
 /* The max_tenant_in_flight in force (0: none). */
 int	disp_tenant_cap(struct dispatcher *d);
+/*
+ * A tenant's cap in force: own (its max_in_flight; <= 0: none) when set,
+ * never above max_total (when > 0), else max_tenant.  0: no cap.
+ */
+int	disp_cap_in_force(int own, int max_tenant, int max_total);
+/* The same with this dispatcher's max_tenant_in_flight and total. */
+int	disp_tenant_cap_for(struct dispatcher *d, int own);
+/*
+ * Sets the tenant's own cap (<= 0: none, back to max_tenant_in_flight),
+ * read by disp_submit() and the room functions from then on.  Thread-safe;
+ * the caller sets it from the registry (once per timer pass, not per job).
+ */
+void	disp_tenant_set_cap(struct dispatcher *d, const char *tenant, int own);
+/* The tenant's cap in force, its own as last set or the instance's. */
+int	disp_tenant_cap_of(struct dispatcher *d, const char *tenant);
+/* Calls fn for every tenant with a cap of its own, with the cap in force,
+ * under the counts' lock: fn must not call into the dispatcher. */
+void	disp_tenant_cap_foreach(struct dispatcher *d,
+	    void (*fn)(const char *tenant, int cap, void *arg), void *arg);
 /* Calls fn for every topic with requests in flight, under the counts' lock:
  * fn must not call into the dispatcher. */
 void	disp_inflight_foreach(struct dispatcher *d,

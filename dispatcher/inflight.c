@@ -14,6 +14,14 @@
  * last reported as reaching its cap, so that report costs nothing until a
  * request takes the tenant to its cap, and is forgotten with the entry
  * when the tenant has nothing in flight.
+ *
+ * Key decision: a tenant's own cap (its max_in_flight, set by the caller
+ * from the registry once per timer pass, disp_counts_set_cap()) lives in
+ * the same entry, so a request reads it in the probe it makes anyway.  An
+ * entry with a cap stays while the cap does, its count at 0 (its report's
+ * time forgotten then all the same); one without a cap goes at 0 as
+ * before, so the table holds the busy topics and the tenants with a cap
+ * of their own.
  */
 #include "config.h"
 
@@ -32,6 +40,7 @@ struct disp_count {
 	struct disp_count *next;
 	uint64_t	 hash;
 	int		 n;
+	int		 cap;		/* a tenant's own; 0: max_tenant */
 	int64_t		 warned_mono_us; /* a tenant's; INT64_MIN: never */
 	size_t		 tlen;		/* tenant's length; topic follows */
 	size_t		 klen;		/* key length, NULs included */
@@ -124,9 +133,9 @@ counts_n(struct disp_counts *c, const char *tenant, size_t tlen,
 	return *ep != NULL ? (*ep)->n : 0;
 }
 
-/* +1 to the count of tenant's topic, made at 0 when it has none. */
+/* The entry of tenant's topic, made at 0 when it has none. */
 static struct disp_count *
-counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
+counts_entry(struct disp_counts *c, const char *tenant, size_t tlen,
     const char *topic, size_t plen)
 {
 	uint64_t h = disp_topic_hash(tenant, topic);
@@ -138,6 +147,7 @@ counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
 		e->next = NULL;
 		e->hash = h;
 		e->n = 0;
+		e->cap = 0;
 		e->warned_mono_us = INT64_MIN;
 		e->tlen = tlen;
 		e->klen = tlen + plen + 2;
@@ -147,11 +157,24 @@ counts_incr(struct disp_counts *c, const char *tenant, size_t tlen,
 		if (++c->nitems > c->nb)
 			counts_grow(c);
 	}
-	e->n++;
 	return e;
 }
 
-/* -1 to the count of tenant's topic; 0 removes it.  0, or -1: none. */
+/* Unlinks and frees *ep. */
+static void
+counts_remove(struct disp_counts *c, struct disp_count **ep)
+{
+	struct disp_count *e = *ep;
+
+	*ep = e->next;
+	free(e);
+	c->nitems--;
+}
+
+/*
+ * -1 to the count of tenant's topic; at 0 it goes, unless it holds a
+ * tenant's cap.  0, or -1: none.
+ */
 static int
 counts_decr(struct disp_counts *c, const char *tenant, size_t tlen,
     const char *topic, size_t plen)
@@ -160,14 +183,39 @@ counts_decr(struct disp_counts *c, const char *tenant, size_t tlen,
 
 	ep = counts_find(c, disp_topic_hash(tenant, topic), tenant, tlen,
 	    topic, plen);
-	if ((e = *ep) == NULL)
+	if ((e = *ep) == NULL || e->n == 0)
 		return -1;
 	if (--e->n == 0) {
-		*ep = e->next;
-		free(e);
-		c->nitems--;
+		if (e->cap > 0)
+			e->warned_mono_us = INT64_MIN;
+		else
+			counts_remove(c, ep);
 	}
 	return 0;
+}
+
+int
+disp_cap_in_force(int own, int max_tenant, int max_total)
+{
+	if (own <= 0)
+		return max_tenant;
+	return max_total > 0 && own > max_total ? max_total : own;
+}
+
+/* The cap in force for tenant, whose entry is *ep (NULL: none). */
+static int
+counts_cap(struct disp_count *te, int max_tenant, int max_total)
+{
+	return disp_cap_in_force(te != NULL ? te->cap : 0, max_tenant,
+	    max_total);
+}
+
+/* The tenant's own entry, or NULL. */
+static struct disp_count *
+counts_tenant(struct disp_counts *c, const char *tenant, size_t tlen)
+{
+	return *counts_find(c, disp_topic_hash(tenant, ""), tenant, tlen, "",
+	    0);
 }
 
 int
@@ -177,20 +225,24 @@ disp_counts_add(struct disp_counts *c, const char *tenant, const char *topic,
 	size_t tlen = strlen(tenant), plen = strlen(topic);
 	struct disp_count *te;
 	int64_t now;
-	int ret = -1;
+	int ret = -1, cap;
 
 	pthread_mutex_lock(&c->lock);
-	if ((max_total > 0 && c->total >= max_total) || (max_tenant > 0 &&
-	    counts_n(c, tenant, tlen, "", 0) >= max_tenant)) {
+	te = counts_tenant(c, tenant, tlen);
+	cap = counts_cap(te, max_tenant, max_total);
+	if ((max_total > 0 && c->total >= max_total) || (cap > 0 &&
+	    te != NULL && te->n >= cap)) {
 		errno = EAGAIN;
 		goto out;
 	}
-	te = counts_incr(c, tenant, tlen, "", 0);
-	counts_incr(c, tenant, tlen, topic, plen);
+	if (te == NULL)
+		te = counts_entry(c, tenant, tlen, "", 0);
+	te->n++;
+	counts_entry(c, tenant, tlen, topic, plen)->n++;
 	c->total++;
 	ret = 0;
 	/* The clock is read only when a request fills the tenant's cap. */
-	if (max_tenant > 0 && te->n == max_tenant) {
+	if (cap > 0 && te->n == cap) {
 		now = clock_mono_us();
 		if (te->warned_mono_us == INT64_MIN ||
 		    now - te->warned_mono_us >= c->warn_every_us) {
@@ -216,6 +268,38 @@ disp_counts_del(struct disp_counts *c, const char *tenant, const char *topic)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void
+disp_counts_set_cap(struct disp_counts *c, const char *tenant, int cap)
+{
+	size_t tlen = strlen(tenant);
+	struct disp_count **ep;
+
+	if (cap < 0)
+		cap = 0;
+	pthread_mutex_lock(&c->lock);
+	ep = counts_find(c, disp_topic_hash(tenant, ""), tenant, tlen, "", 0);
+	if (*ep != NULL) {
+		(*ep)->cap = cap;
+		if (cap == 0 && (*ep)->n == 0)
+			counts_remove(c, ep);
+	} else if (cap > 0)
+		counts_entry(c, tenant, tlen, "", 0)->cap = cap;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int
+disp_counts_cap(struct disp_counts *c, const char *tenant, int max_tenant,
+    int max_total)
+{
+	int cap;
+
+	pthread_mutex_lock(&c->lock);
+	cap = counts_cap(counts_tenant(c, tenant, strlen(tenant)), max_tenant,
+	    max_total);
+	pthread_mutex_unlock(&c->lock);
+	return cap;
+}
+
 int
 disp_room(int cap, int n)
 {
@@ -229,12 +313,14 @@ disp_counts_room(struct disp_counts *c, const char *tenant, const char *topic,
     int max_topic, int max_tenant, int max_total)
 {
 	size_t tlen = strlen(tenant), plen = strlen(topic);
+	struct disp_count *te;
 	int room, r;
 
 	pthread_mutex_lock(&c->lock);
 	room = disp_room(max_topic, counts_n(c, tenant, tlen, topic, plen));
-	if ((r = disp_room(max_tenant, counts_n(c, tenant, tlen, "", 0))) <
-	    room)
+	te = counts_tenant(c, tenant, tlen);
+	if ((r = disp_room(counts_cap(te, max_tenant, max_total),
+	    te != NULL ? te->n : 0)) < room)
 		room = r;
 	if ((r = disp_room(max_total, c->total)) < room)
 		room = r;
@@ -290,7 +376,23 @@ disp_counts_foreach_tenant(struct disp_counts *c,
 	pthread_mutex_lock(&c->lock);
 	for (i = 0; i < c->nb; i++)
 		for (e = c->b[i]; e != NULL; e = e->next)
-			if (e->klen == e->tlen + 2)	/* a tenant's own */
-				fn(e->key, e->n, arg);
+			if (e->klen == e->tlen + 2 && e->n > 0)
+				fn(e->key, e->n, arg);	/* a tenant's own */
+	pthread_mutex_unlock(&c->lock);
+}
+
+void
+disp_counts_foreach_cap(struct disp_counts *c, int max_total,
+    void (*fn)(const char *tenant, int cap, void *arg), void *arg)
+{
+	struct disp_count *e;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < c->nb; i++)
+		for (e = c->b[i]; e != NULL; e = e->next)
+			if (e->klen == e->tlen + 2 && e->cap > 0)
+				fn(e->key, disp_cap_in_force(e->cap, 0,
+				    max_total), arg);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -601,7 +601,7 @@ static const char LUA_TENANT_CREATE[] =
     "if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
     "redis.call('DEL', KEYS[2], KEYS[4], KEYS[5], KEYS[6])\n"
     "redis.call('HSET', KEYS[2], 'created_ms', ARGV[2], 'max_pending',"
-    " ARGV[3])\n"
+    " ARGV[3], 'max_in_flight', ARGV[6])\n"
     "redis.call('HSET', KEYS[3], ARGV[4], ARGV[1] .. ' ' .. ARGV[5])\n"
     "redis.call('HSET', KEYS[4], ARGV[5], ARGV[4] .. ' ' .. ARGV[2])\n"
     "redis.call('SET', KEYS[7], '1')\n"
@@ -609,23 +609,25 @@ static const char LUA_TENANT_CREATE[] =
 
 enum reg_err
 registry_tenant_create(struct registry *reg, const char *name,
-    int64_t max_pending, int64_t now_ms, char api_key[REG_API_KEY_LEN + 1],
-    char key_id[REG_KEY_ID_MAX + 1])
+    int64_t max_pending, int64_t max_in_flight, int64_t now_ms,
+    char api_key[REG_API_KEY_LEN + 1], char key_id[REG_KEY_ID_MAX + 1])
 {
-	char hash[65], now[32], maxp[32];
+	char hash[65], now[32], maxp[32], maxf[32];
 	redisReply *r;
 	enum reg_err err;
 
-	if (name == NULL || strlen(name) > REG_TENANT_MAX || max_pending < 0)
+	if (name == NULL || strlen(name) > REG_TENANT_MAX || max_pending < 0 ||
+	    max_in_flight < 0)
 		return REG_EINVAL;
 	make_key(api_key, hash);
 	make_key_id(key_id);
 	snprintf(now, sizeof(now), "%" PRId64, now_ms);
 	snprintf(maxp, sizeof(maxp), "%" PRId64, max_pending);
+	snprintf(maxf, sizeof(maxf), "%" PRId64, max_in_flight);
 	r = registry_cmd(reg, &err, "EVAL %s 7 " P "tenants " P "tenant:%s "
 	    P "keys " P "tkeys:%s " P "topics:%s " P "topicc:%s " P "version "
-	    "%s %s %s %s %s", LUA_TENANT_CREATE, name, name, name, name,
-	    name, now, maxp, hash, key_id);
+	    "%s %s %s %s %s %s", LUA_TENANT_CREATE, name, name, name, name,
+	    name, now, maxp, hash, key_id, maxf);
 	if (r == NULL)
 		return err;
 	err = reply_int(r) == 1 ? REG_OK : REG_EEXISTS;
@@ -699,10 +701,11 @@ registry_tenant_get(struct registry *reg, const char *name,
 	pthread_mutex_unlock(&reg->lock);
 
 	if ((err = fetch_two(reg, &r1, &r2, "HMGET " P "tenant:%s created_ms "
-	    "max_pending", "HLEN " P "tkeys:%s", name)) != REG_OK)
+	    "max_pending max_in_flight", "HLEN " P "tkeys:%s", name)) !=
+	    REG_OK)
 		goto out;
 	err = REG_EINTERNAL;
-	if (r1->type != REDIS_REPLY_ARRAY || r1->elements != 2) {
+	if (r1->type != REDIS_REPLY_ARRAY || r1->elements != 3) {
 		log_warnx("registry: unexpected reply to HMGET");
 		goto out;
 	}
@@ -712,6 +715,8 @@ registry_tenant_get(struct registry *reg, const char *name,
 		snprintf(e->t.name, sizeof(e->t.name), "%s", name);
 		e->t.created_ms = reply_int(r1->element[0]);
 		e->t.max_pending = reply_int(r1->element[1]);
+		/* Absent (a tenant stored before it existed): none. */
+		e->t.max_in_flight = reply_int(r1->element[2]);
 		e->t.nkeys = (int)reply_int(r2);
 		*out = e->t;
 	}
@@ -771,24 +776,26 @@ registry_tenant_list(struct registry *reg, struct registry_tenant **out,
 	return REG_OK;
 }
 
-static const char LUA_SET_MAX_PENDING[] =
+static const char LUA_SET_LIMITS[] =
     "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-    "redis.call('HSET', KEYS[2], 'max_pending', ARGV[2])\n"
+    "redis.call('HSET', KEYS[2], 'max_pending', ARGV[2], 'max_in_flight',"
+    " ARGV[3])\n"
     "return 1\n";
 
 enum reg_err
-registry_tenant_set_max_pending(struct registry *reg, const char *name,
-    int64_t max_pending)
+registry_tenant_set_limits(struct registry *reg, const char *name,
+    int64_t max_pending, int64_t max_in_flight)
 {
-	char key[REG_TENANT_MAX + 3], maxp[32];
+	char key[REG_TENANT_MAX + 3], maxp[32], maxf[32];
 	redisReply *r;
 	enum reg_err err;
 
-	if (max_pending < 0)
+	if (max_pending < 0 || max_in_flight < 0)
 		return REG_EINVAL;
 	snprintf(maxp, sizeof(maxp), "%" PRId64, max_pending);
+	snprintf(maxf, sizeof(maxf), "%" PRId64, max_in_flight);
 	r = registry_cmd(reg, &err, "EVAL %s 2 " P "tenants " P "tenant:%s "
-	    "%s %s", LUA_SET_MAX_PENDING, name, name, maxp);
+	    "%s %s %s", LUA_SET_LIMITS, name, name, maxp, maxf);
 	if (r == NULL)
 		return err;
 	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;

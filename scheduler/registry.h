@@ -62,6 +62,7 @@ struct registry_tenant {
 	char	 name[REG_TENANT_MAX + 1];
 	int64_t	 created_ms;
 	int64_t	 max_pending;	/* 0: the configured default */
+	int64_t	 max_in_flight;	/* 0: dispatcher.max_tenant_in_flight */
 	int	 nkeys;		/* keys in force */
 };
 
@@ -76,7 +77,7 @@ struct registry_key {
  * the name is taken.
  */
 enum reg_err registry_tenant_create(struct registry *reg, const char *name,
-	    int64_t max_pending, int64_t now_ms,
+	    int64_t max_pending, int64_t max_in_flight, int64_t now_ms,
 	    char api_key[REG_API_KEY_LEN + 1],
 	    char key_id[REG_KEY_ID_MAX + 1]);
 enum reg_err registry_tenant_get(struct registry *reg, const char *name,
@@ -84,9 +85,9 @@ enum reg_err registry_tenant_get(struct registry *reg, const char *name,
 /* Every tenant, sorted by name; *out is the caller's (free()). */
 enum reg_err registry_tenant_list(struct registry *reg,
 	    struct registry_tenant **out, size_t *n);
-/* 0 restores the configured default. */
-enum reg_err registry_tenant_set_max_pending(struct registry *reg,
-	    const char *name, int64_t max_pending);
+/* Both of the tenant's overrides at once; 0 restores the configured one. */
+enum reg_err registry_tenant_set_limits(struct registry *reg,
+	    const char *name, int64_t max_pending, int64_t max_in_flight);
 /* Removes the tenant, its keys and its topics (not its jobs). */
 enum reg_err registry_tenant_delete(struct registry *reg, const char *name);
 
@@ -195,9 +196,14 @@ int	registry_topic_info(struct registry *reg, const char *tenant,
  * keeps this text and registry_restore_topic() takes it back.
  */
 char	*registry_topic_json(const struct registry_topic *t);
-/* A tenant's settings as the journal keeps them, and back (0, or -1). */
-char	*registry_tenant_settings_json(int64_t max_pending);
-int	registry_tenant_settings_parse(const char *json, int64_t *max_pending);
+/*
+ * A tenant's settings as the journal keeps them, and back (0, or -1).  A
+ * setting the text lacks (one written before it existed) is 0: none.
+ */
+char	*registry_tenant_settings_json(int64_t max_pending,
+	    int64_t max_in_flight);
+int	registry_tenant_settings_parse(const char *json, int64_t *max_pending,
+	    int64_t *max_in_flight);
 
 /*
  * Rebuilding the registry after Redis lost its data (registry_restore.c).
@@ -206,7 +212,8 @@ int	registry_tenant_settings_parse(const char *json, int64_t *max_pending);
  * A key or topic of a tenant Redis does not have is REG_ENOTFOUND.
  */
 enum reg_err registry_restore_tenant(struct registry *reg, const char *name,
-	    int64_t created_ms, int64_t max_pending, int *created);
+	    int64_t created_ms, int64_t max_pending, int64_t max_in_flight,
+	    int *created);
 enum reg_err registry_restore_key(struct registry *reg, const char *tenant,
 	    const char *key_id, const char *hash_hex, int64_t created_ms,
 	    int *created);

@@ -60,28 +60,42 @@ cmd_int(struct registry *reg, long long *v, const char *fmt, ...)
 /* Tenant settings as the journal keeps them */
 
 char *
-registry_tenant_settings_json(int64_t max_pending)
+registry_tenant_settings_json(int64_t max_pending, int64_t max_in_flight)
 {
-	return xasprintf("{\"max_pending\":%" PRId64 "}", max_pending);
+	return xasprintf("{\"max_pending\":%" PRId64 ",\"max_in_flight\":%"
+	    PRId64 "}", max_pending, max_in_flight);
+}
+
+/* The member name of o if it is an integer >= 0, else 0. */
+static int64_t
+settings_int(json_object *o, const char *name)
+{
+	json_object *v;
+
+	if (json_object_object_get_ex(o, name, &v) &&
+	    json_object_is_type(v, json_type_int) &&
+	    json_object_get_int64(v) >= 0)
+		return json_object_get_int64(v);
+	return 0;
 }
 
 int
-registry_tenant_settings_parse(const char *json, int64_t *max_pending)
+registry_tenant_settings_parse(const char *json, int64_t *max_pending,
+    int64_t *max_in_flight)
 {
-	json_object *o, *v;
+	json_object *o;
 	int rc = -1;
 
 	*max_pending = 0;
+	*max_in_flight = 0;
 	if (json == NULL || *json == '\0')
 		return 0;
 	if ((o = json_tokener_parse(json)) == NULL)
 		return -1;
 	if (json_object_is_type(o, json_type_object)) {
 		rc = 0;
-		if (json_object_object_get_ex(o, "max_pending", &v) &&
-		    json_object_is_type(v, json_type_int) &&
-		    json_object_get_int64(v) >= 0)
-			*max_pending = json_object_get_int64(v);
+		*max_pending = settings_int(o, "max_pending");
+		*max_in_flight = settings_int(o, "max_in_flight");
 	}
 	json_object_put(o);
 	return rc;
@@ -93,26 +107,29 @@ registry_tenant_settings_parse(const char *json, int64_t *max_pending)
 static const char LUA_RESTORE_TENANT[] =
     "if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
     "redis.call('HSET', KEYS[2], 'created_ms', ARGV[2], 'max_pending',"
-    " ARGV[3])\n"
+    " ARGV[3], 'max_in_flight', ARGV[4])\n"
     "redis.call('SET', KEYS[3], '1')\n"
     "return 1\n";
 
 enum reg_err
 registry_restore_tenant(struct registry *reg, const char *name,
-    int64_t created_ms, int64_t max_pending, int *created)
+    int64_t created_ms, int64_t max_pending, int64_t max_in_flight,
+    int *created)
 {
-	char cms[32], maxp[32];
+	char cms[32], maxp[32], maxf[32];
 	enum reg_err err;
 	long long v;
 
 	*created = 0;
 	if (name == NULL || *name == '\0' || strlen(name) > REG_TENANT_MAX ||
-	    max_pending < 0)
+	    max_pending < 0 || max_in_flight < 0)
 		return REG_EINVAL;
 	snprintf(cms, sizeof(cms), "%" PRId64, created_ms);
 	snprintf(maxp, sizeof(maxp), "%" PRId64, max_pending);
+	snprintf(maxf, sizeof(maxf), "%" PRId64, max_in_flight);
 	err = cmd_int(reg, &v, "EVAL %s 3 " P "tenants " P "tenant:%s "
-	    P "version %s %s %s", LUA_RESTORE_TENANT, name, name, cms, maxp);
+	    P "version %s %s %s %s", LUA_RESTORE_TENANT, name, name, cms, maxp,
+	    maxf);
 	if (err == REG_OK)
 		*created = v == 1;
 	return err;

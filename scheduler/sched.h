@@ -114,8 +114,10 @@ struct sched_hooks {
 	 * start now (a cap of the tenant's, the instance's), or NULL: only
 	 * capacity() bounds them.  A pass shares it among the tenant's topics
 	 * instead of giving each topic all of it, and asks once per pass for
-	 * each tenant with due or ready jobs in push topics (the daemon
-	 * counts a 0 there as the tenant held back).
+	 * each tenant with due or ready jobs in push topics, before it asks
+	 * capacity() for any of the tenant's topics (the daemon counts a 0
+	 * there as the tenant held back, and sets the tenant's own cap
+	 * there).
 	 */
 	int	(*tenant_capacity)(const char *tenant, void *arg);
 	/*

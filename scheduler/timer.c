@@ -437,10 +437,11 @@ reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
 	size_t i, nrm = 0, rcap = 0, ti;
 	int n, nt;
 
+	/* The tenant's room first: its hook may set what the topics' read. */
 	for (i = 0; i < nr; i++) {
+		room_of(s, &rooms, &nrm, &rcap, rc[i].sl->t, NULL)->want++;
 		room_of(s, &rooms, &nrm, &rcap, rc[i].sl->t,
 		    rc[i].topic)->want++;
-		room_of(s, &rooms, &nrm, &rcap, rc[i].sl->t, NULL)->want++;
 	}
 	for (i = 0; i < nr; i++) {
 		sl = rc[i].sl;

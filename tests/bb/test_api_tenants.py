@@ -196,6 +196,61 @@ def _():
                          {"max_pending": 3}), 404, "tenant_not_found")
 
 
+@t.test("max_in_flight: at creation, set and cleared by PATCH, shown in "
+        "force and as the override; bad values 400 naming it")
+def _():
+    cap = E.admin("GET", "/v1/tenants/" + E.tenant()[0])[2]["max_in_flight"]
+    assert cap == 9000, cap             # max_total_in_flight less a tenth
+    name, _ = E.tenant(max_in_flight=3)
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert st == 200 and g["max_in_flight"] == 3, g
+    assert g["max_in_flight_override"] == 3, g
+    assert g["max_pending_override"] is None, g
+    st, _, b = E.admin("GET", "/v1/tenants")
+    (row,) = [x for x in b["tenants"] if x["name"] == name]
+    assert row["max_in_flight"] == 3, row
+    assert row["max_in_flight_override"] == 3, row
+    # Each PATCH changes what it names: the quota leaves the cap as it is.
+    st, _, b = E.admin("PATCH", "/v1/tenants/" + name, {"max_pending": 7})
+    assert st == 200 and b["max_in_flight_override"] == 3, b
+    assert b["max_pending_override"] == 7, b
+    st, _, b = E.admin("PATCH", "/v1/tenants/" + name, {"max_in_flight": 5})
+    assert st == 200 and b["max_in_flight"] == 5, b
+    assert b["max_in_flight_override"] == 5 and b["max_pending"] == 7, b
+    # Above the instance's total: kept, and in force up to the total.
+    st, _, b = E.admin("PATCH", "/v1/tenants/" + name,
+                       {"max_in_flight": 1000000})
+    assert st == 200 and b["max_in_flight_override"] == 1000000, b
+    assert b["max_in_flight"] == 10000, b
+    st, _, b = E.admin("PATCH", "/v1/tenants/" + name,
+                       {"max_in_flight": None})
+    assert st == 200 and b["max_in_flight_override"] is None, b
+    assert b["max_in_flight"] == 9000 and b["max_pending_override"] == 7, b
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert g["max_in_flight_override"] is None, g
+    for bad in [0, -1, "3", 1.5, 10 ** 30, 1000001, True, [], {}]:
+        expect_error(E.admin("PATCH", "/v1/tenants/" + name,
+                             {"max_in_flight": bad}), 400, "invalid_field",
+                     "max_in_flight")
+        other = unique("n")
+        expect_error(E.admin("POST", "/v1/tenants",
+                             {"name": other, "max_in_flight": bad}), 400,
+                     "invalid_field", "max_in_flight")
+        assert E.admin("GET", "/v1/tenants/" + other)[0] == 404, other
+    # A refused PATCH changes nothing, the quota included.
+    expect_error(E.admin("PATCH", "/v1/tenants/" + name,
+                         {"max_pending": 2, "max_in_flight": 0}), 400,
+                 "invalid_field", "max_in_flight")
+    expect_error(E.admin("PATCH", "/v1/tenants/" + name,
+                         {"max_in_flight": 2, "max_in_flght": 1}), 400,
+                 "unknown_field", "max_in_flght")
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert g["max_pending_override"] == 7, g
+    assert g["max_in_flight_override"] is None, g
+    expect_error(E.admin("PATCH", "/v1/tenants/" + unique("n"),
+                         {"max_in_flight": 3}), 404, "tenant_not_found")
+
+
 @t.test("max_pending at creation; a batch over the quota is refused whole")
 def _():
     name, key = E.tenant(max_pending=3)

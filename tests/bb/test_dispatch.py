@@ -316,11 +316,11 @@ def capped_env(dispatcher):
                        "shutdown": {"grace": "100ms"}})
 
 
-def hog(env, receiver, ntopics, per_topic):
-    """A tenant with ntopics push topics calling receiver (which hangs),
-    each with per_topic jobs due now and room for all of them: (key,
-    topics, job ids)."""
-    _, key = env.tenant()
+def hog(env, receiver, ntopics, per_topic, **tenant):
+    """A tenant (made with these settings) with ntopics push topics calling
+    receiver (which hangs), each with per_topic jobs due now and room for
+    all of them: (key, topics, job ids)."""
+    _, key = env.tenant(**tenant)
     topics = [push_topic(env, key, receiver, timeout_ms=60000,
                          max_in_flight=per_topic,
                          retry_schedule="<0,0>")["name"]
@@ -413,6 +413,51 @@ def _():
             wait_state(env, ckey, jid, "delivered")
         assert len(hang.requests) == 8, len(hang.requests)
         held_back_uncounted(env, a, 4)
+        held_back_uncounted(env, b, 4)
+    finally:
+        env.stop()
+
+
+@t.test("a tenant's max_in_flight 2 replaces max_tenant_in_flight 4 for it "
+        "alone: its hanging callbacks stop at 2, another's at 4, a third's "
+        "jobs are delivered; raised by PATCH to 3, one more starts")
+def _():
+    env = capped_env({"max_total_in_flight": 10,
+                      "max_tenant_in_flight": 4})
+    try:
+        hang = harness.Receiver(script="hang")
+        a = hog(env, hang, 2, 5, max_in_flight=2)
+        hang.wait_count(2)
+        b = hog(env, hang, 2, 5)
+        hang.wait_count(6)
+        env.d.advance_clock(0)
+        assert len(hang.requests) == 6, len(hang.requests)
+        held_back_uncounted(env, a, 2)
+        held_back_uncounted(env, b, 4)
+
+        ok = harness.Receiver(script="200")
+        _, ckey = env.tenant()
+        cq = push_topic(env, ckey, ok, retry_schedule="<0>")["name"]
+        now = clock(env)["now_ms"]
+        jobs = [env.push(ckey, cq, {"c": i}, run_at_ms=now)["id"]
+                for i in range(4)]
+        ok.wait_count(4)
+        for jid in jobs:
+            wait_state(env, ckey, jid, "delivered")
+        assert len(hang.requests) == 6, len(hang.requests)
+        held_back_uncounted(env, a, 2)
+
+        name = env.admin("GET", "/v1/tenants")[2]["tenants"]
+        (aname,) = [x["name"] for x in name
+                    if x["max_in_flight_override"] == 2]
+        st, _, g = env.admin("PATCH", "/v1/tenants/" + aname,
+                             {"max_in_flight": 3})
+        assert st == 200 and g["max_in_flight"] == 3, g
+        env.d.advance_clock(0)
+        hang.wait_count(7)
+        env.d.advance_clock(0)
+        assert len(hang.requests) == 7, len(hang.requests)
+        held_back_uncounted(env, a, 3)
         held_back_uncounted(env, b, 4)
     finally:
         env.stop()

@@ -226,8 +226,14 @@ def case_registry(drv):
         L.ready(d)
         name = L.unique("t")
         k1 = L.ok(d.admin("POST", "/v1/tenants", {"name": name,
-                                                  "max_pending": 50}),
+                                                  "max_pending": 40,
+                                                  "max_in_flight": 3}),
                   201)["api_key"]
+        # Each PATCH writes both settings: neither loses the other.
+        L.ok(d.admin("PATCH", "/v1/tenants/" + name, {"max_in_flight": 4}),
+             200)
+        L.ok(d.admin("PATCH", "/v1/tenants/" + name, {"max_pending": 50}),
+             200)
         k2 = L.ok(d.admin("POST", "/v1/tenants/%s/keys" % name), 201)
         k3 = L.ok(d.admin("POST", "/v1/tenants/%s/keys" % name), 201)
         assert d.admin("DELETE", "/v1/tenants/%s/keys/%s" %
@@ -250,6 +256,8 @@ def case_registry(drv):
             ta = L.ok(d.admin("GET", "/v1/tenants/" + name), 200)
             assert ta["created_ms"] == tb["created_ms"], (ta, tb)
             assert ta["max_pending"] == 50, ta
+            assert ta["max_in_flight_override"] == 4, ta
+            assert ta["max_in_flight"] == 4, ta
             pa = L.ok(get(d, k1, "/v1/topics/p"), 200)
             for f in ("secret", "mode", "ttr_ms", "headers", "created_ms",
                       "retry_schedule"):

@@ -373,6 +373,48 @@ def _():
         env.stop()
 
 
+@t.test("a tenant's max_in_flight 2 under max_tenant_in_flight 4: its "
+        "hanging callbacks stop at 2 and the cap gauge shows 2 for it, 4 for "
+        "the instance; cleared, the tenant's row goes")
+def _():
+    env = Env(config={"debug": {"fake_clock": True},
+                      "dispatcher": {"max_total_in_flight": 10,
+                                     "max_tenant_in_flight": 4},
+                      "shutdown": {"grace": "100ms"}})
+    warn = r"tenant=%s reached its max_in_flight \(2 callbacks"
+    try:
+        mark = env.d.log_mark()
+        hang = harness.Receiver(script="hang")
+        a, akey = env.tenant(max_in_flight=2)
+        q = env.topic(akey, callback_url=hang.url("/hook"), timeout_ms=60000,
+                      max_in_flight=5, retry_schedule="<0,0>")["name"]
+        st, _, c = env.admin("GET", "/v1/debug/clock")
+        assert st == 200, (st, c)
+        for i in range(5):
+            env.push(akey, q, {"i": i}, run_at_ms=c["now_ms"])
+        hang.wait_count(2)
+        env.d.advance_clock(0)          # two more passes: no 3rd
+        assert len(hang.requests) == 2, len(hang.requests)
+        s = scrape(env)
+        assert val(s, TENANT_IN_FLIGHT, tenant=a) == 2, s
+        assert val(s, TENANT_IN_FLIGHT + "_max", tenant=a) == 2, s
+        assert val(s, TENANT_IN_FLIGHT + "_max") == 4, s
+        harness.wait_for(lambda: val(scrape(env), TENANT_HELD, tenant=a),
+                         what="a pass that held the tenant back counted")
+        env.d.wait_log(warn % a, since=mark)
+        st, _, b = env.admin("PATCH", "/v1/tenants/" + a,
+                             {"max_in_flight": None})
+        assert st == 200 and b["max_in_flight"] == 4, b
+        env.d.advance_clock(0)
+        hang.wait_count(4)
+        s = scrape(env)
+        assert (TENANT_IN_FLIGHT + "_max", frozenset({("tenant", a)})) \
+            not in s, s
+        assert val(s, TENANT_IN_FLIGHT, tenant=a) == 4, s
+    finally:
+        env.stop()
+
+
 @t.test("Redis down: redis_up 0, errors counted, not ready; back: ready")
 def _():
     before = scrape(E)

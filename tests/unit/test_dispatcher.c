@@ -1021,6 +1021,100 @@ test_counts_cap_reached(void **state)
 }
 
 static void
+cap_row(const char *tenant, int cap, void *arg)
+{
+	int *seen = arg;
+
+	if (strcmp(tenant, "acme") == 0)
+		seen[0] = cap;
+	else
+		seen[1]++;
+}
+
+/*
+ * A tenant's own cap (its max_in_flight) replaces max_tenant for it alone,
+ * in the add and in the room, and its entry stays while the cap does.
+ */
+static void
+test_counts_own_cap(void **state)
+{
+	static const struct {
+		int	 own, max_tenant, max_total, want;
+	} force[] = {
+		{ 0, 9, 10, 9 },	/* none: the instance's */
+		{ -1, 9, 10, 9 },
+		{ 2, 9, 10, 2 },	/* smaller */
+		{ 10, 9, 10, 10 },	/* larger: up to the total */
+		{ 50, 9, 10, 10 },	/* past the total: the total */
+		{ 50, 0, 0, 50 },	/* no total: its own */
+		{ 0, 0, 0, 0 },		/* no cap at all */
+		{ 3, 0, 10, 3 },
+	};
+	struct disp_counts c;
+	int seen[2] = { 0, 0 };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(force) / sizeof(force[0]); i++)
+		assert_int_equal(disp_cap_in_force(force[i].own,
+		    force[i].max_tenant, force[i].max_total), force[i].want);
+
+	disp_counts_init(&c);
+	disp_counts_set_cap(&c, "acme", 2);
+	assert_int_equal(disp_counts_cap(&c, "acme", 4, 10), 2);
+	assert_int_equal(disp_counts_cap(&c, "zeta", 4, 10), 4);
+	assert_int_equal(disp_counts_room(&c, "acme", "a", 0, 4, 10), 2);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 10, 4), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "b", 10, 4), 1);
+	errno = 0;
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 10, 4), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(disp_counts_room(&c, "acme", "c", 0, 4, 10), 0);
+	/* Another tenant keeps the instance's cap. */
+	assert_int_equal(disp_counts_room(&c, "zeta", "a", 0, 4, 10), 4);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(disp_counts_add(&c, "zeta", "a", 10, 4), 0);
+	assert_int_equal(disp_counts_add(&c, "zeta", "a", 10, 4), 1);
+	assert_int_equal(disp_counts_add(&c, "zeta", "a", 10, 4), -1);
+	/* At 0 the entry stays with its cap, not listed as in flight. */
+	disp_counts_del(&c, "acme", "a");
+	disp_counts_del(&c, "acme", "b");
+	disp_counts_del(&c, "acme", "b");	/* not there: no change */
+	assert_int_equal(disp_counts_get(&c, "acme", ""), 0);
+	assert_int_equal(disp_counts_total(&c), 4);
+	disp_counts_foreach_tenant(&c, tenant_row, seen);
+	assert_int_equal(seen[0], 0);
+	seen[0] = seen[1] = 0;
+	disp_counts_foreach_cap(&c, 10, cap_row, seen);
+	assert_int_equal(seen[0], 2);
+	assert_int_equal(seen[1], 0);
+	assert_int_equal(disp_counts_cap(&c, "acme", 4, 10), 2);
+	/* Reported afresh, having had nothing in flight. */
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 10, 4), 0);
+	assert_int_equal(disp_counts_add(&c, "acme", "a", 10, 4), 1);
+	/* Larger than the instance's: up to the total's room. */
+	disp_counts_set_cap(&c, "acme", 20);
+	assert_int_equal(disp_counts_cap(&c, "acme", 4, 10), 10);
+	assert_int_equal(disp_counts_room(&c, "acme", "a", 0, 4, 10), 4);
+	seen[0] = 0;
+	disp_counts_foreach_cap(&c, 10, cap_row, seen);
+	assert_int_equal(seen[0], 10);
+	/* Cleared: the instance's again; at 0 the entry goes. */
+	disp_counts_set_cap(&c, "acme", 0);
+	assert_int_equal(disp_counts_cap(&c, "acme", 4, 10), 4);
+	disp_counts_del(&c, "acme", "a");
+	disp_counts_del(&c, "acme", "a");
+	seen[0] = seen[1] = 0;
+	disp_counts_foreach_cap(&c, 10, cap_row, seen);
+	assert_int_equal(seen[0] + seen[1], 0);
+	disp_counts_set_cap(&c, "gone", 0);	/* none made */
+	disp_counts_set_cap(&c, "gone", 3);
+	disp_counts_set_cap(&c, "gone", 0);
+	assert_int_equal(c.nitems, 2);		/* zeta's and its topic's */
+	disp_counts_destroy(&c);
+}
+
+static void
 test_room_and_default_cap(void **state)
 {
 	static const struct {
@@ -1196,6 +1290,7 @@ main(void)
 		T(test_tenant_cap),
 		cmocka_unit_test(test_counts_room),
 		cmocka_unit_test(test_counts_cap_reached),
+		cmocka_unit_test(test_counts_own_cap),
 		cmocka_unit_test(test_room_and_default_cap),
 		T(test_drain_hands_back),
 		T(test_drain_finishes_work),

@@ -1736,6 +1736,47 @@ test_cluster_slot(void **state)
 }
 
 /* Key names, and a name too long cut where snprintf would cut it. */
+/* A tenant's settings as the journal keeps them: older text lacks
+ * max_in_flight (no override), a bad value is none. */
+static void
+test_tenant_settings(void **state)
+{
+	static const struct {
+		const char	*json;
+		int		 rc;
+		int64_t		 maxp, maxf;
+	} rows[] = {
+		{ "{\"max_pending\":50,\"max_in_flight\":3}", 0, 50, 3 },
+		{ "{\"max_pending\":50}", 0, 50, 0 },	/* written before */
+		{ "{\"max_in_flight\":7}", 0, 0, 7 },
+		{ "{\"max_pending\":0,\"max_in_flight\":0}", 0, 0, 0 },
+		{ "{\"max_in_flight\":-2}", 0, 0, 0 },
+		{ "{\"max_in_flight\":\"3\"}", 0, 0, 0 },
+		{ "{}", 0, 0, 0 },
+		{ "", 0, 0, 0 },
+		{ NULL, 0, 0, 0 },
+		{ "[1]", -1, 0, 0 },
+		{ "{", -1, 0, 0 },
+	};
+	int64_t maxp, maxf;
+	char *j;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		maxp = maxf = 99;
+		assert_int_equal(registry_tenant_settings_parse(rows[i].json,
+		    &maxp, &maxf), rows[i].rc);
+		assert_int_equal(maxp, rows[i].maxp);
+		assert_int_equal(maxf, rows[i].maxf);
+	}
+	j = registry_tenant_settings_json(40, 4);
+	assert_int_equal(registry_tenant_settings_parse(j, &maxp, &maxf), 0);
+	assert_int_equal(maxp, 40);
+	assert_int_equal(maxf, 4);
+	free(j);
+}
+
 static void
 test_key_names(void **state)
 {
@@ -2214,6 +2255,7 @@ main(void)
 		cmocka_unit_test(test_conn_seeds),
 		cmocka_unit_test(test_cluster_slot),
 		cmocka_unit_test(test_key_names),
+		cmocka_unit_test(test_tenant_settings),
 		cmocka_unit_test(test_format_argv),
 		cmocka_unit_test(test_cluster_redirect),
 		/* Real time first: the fake clock cannot be turned off. */
