@@ -358,6 +358,20 @@ def held_back_uncounted(env, hog_, in_flight):
                       "ready": len(ids) - in_flight}, states
 
 
+def others_delivered(env, n):
+    """A new tenant's n jobs due now are delivered, each at attempt 1."""
+    ok = harness.Receiver(script="200")
+    _, key = env.tenant()
+    q = push_topic(env, key, ok, retry_schedule="<0>")["name"]
+    now = clock(env)["now_ms"]
+    jobs = [env.push(key, q, {"c": i}, run_at_ms=now)["id"]
+            for i in range(n)]
+    ok.wait_count(n)
+    for jid in jobs:
+        done = wait_state(env, key, jid, "delivered")
+        assert done["attempt_count"] == 1, done
+
+
 @t.test("one tenant's hanging receivers take at most max_total_in_flight "
         "less a tenth (9 of 10): the rest is another tenant's, whose job is "
         "delivered while all of those callbacks still hang")
@@ -371,13 +385,7 @@ def _():
         assert len(hang.requests) == 9, len(hang.requests)
         held_back_uncounted(env, a, 9)
 
-        ok = harness.Receiver(script="200")
-        _, bkey = env.tenant()
-        bq = push_topic(env, bkey, ok, retry_schedule="<0>")["name"]
-        j = env.push(bkey, bq, {"b": 1}, run_at_ms=clock(env)["now_ms"])
-        ok.wait_count(1)
-        done = wait_state(env, bkey, j["id"], "delivered")
-        assert done["attempt_count"] == 1, done
+        others_delivered(env, 1)
         # Delivered while every one of the hog's callbacks still hung: none
         # timed out, none was answered, no tenth was started.
         assert len(hang.requests) == 9, len(hang.requests)
@@ -402,15 +410,7 @@ def _():
         held_back_uncounted(env, a, 4)
         held_back_uncounted(env, b, 4)
 
-        ok = harness.Receiver(script="200")
-        _, ckey = env.tenant()
-        cq = push_topic(env, ckey, ok, retry_schedule="<0>")["name"]
-        now = clock(env)["now_ms"]
-        jobs = [env.push(ckey, cq, {"c": i}, run_at_ms=now)["id"]
-                for i in range(6)]
-        ok.wait_count(6)
-        for jid in jobs:
-            wait_state(env, ckey, jid, "delivered")
+        others_delivered(env, 6)
         assert len(hang.requests) == 8, len(hang.requests)
         held_back_uncounted(env, a, 4)
         held_back_uncounted(env, b, 4)
@@ -435,15 +435,7 @@ def _():
         held_back_uncounted(env, a, 2)
         held_back_uncounted(env, b, 4)
 
-        ok = harness.Receiver(script="200")
-        _, ckey = env.tenant()
-        cq = push_topic(env, ckey, ok, retry_schedule="<0>")["name"]
-        now = clock(env)["now_ms"]
-        jobs = [env.push(ckey, cq, {"c": i}, run_at_ms=now)["id"]
-                for i in range(4)]
-        ok.wait_count(4)
-        for jid in jobs:
-            wait_state(env, ckey, jid, "delivered")
+        others_delivered(env, 4)
         assert len(hang.requests) == 6, len(hang.requests)
         held_back_uncounted(env, a, 2)
 

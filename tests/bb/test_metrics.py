@@ -309,14 +309,19 @@ def _():
     assert val(scrape(E), TENANT_IN_FLIGHT + "_max") == 9000
 
 
+def capped_env():
+    """An instance of 10 callbacks, 4 of them per tenant, on a fake clock."""
+    return Env(config={"debug": {"fake_clock": True},
+                       "dispatcher": {"max_total_in_flight": 10,
+                                      "max_tenant_in_flight": 4},
+                       "shutdown": {"grace": "100ms"}})
+
+
 @t.test("dispatcher.max_tenant_in_flight = 4: a tenant whose receiver hangs "
         "shows its 4 callbacks against the cap, the passes holding it back "
         "count and one warning names it; a tenant under its cap: neither")
 def _():
-    env = Env(config={"debug": {"fake_clock": True},
-                      "dispatcher": {"max_total_in_flight": 10,
-                                     "max_tenant_in_flight": 4},
-                      "shutdown": {"grace": "100ms"}})
+    env = capped_env()
     warn = r"tenant=%s reached max_tenant_in_flight \(4 callbacks"
     try:
         mark = env.d.log_mark()
@@ -377,10 +382,7 @@ def _():
         "hanging callbacks stop at 2 and the cap gauge shows 2 for it, 4 for "
         "the instance; cleared, the tenant's row goes")
 def _():
-    env = Env(config={"debug": {"fake_clock": True},
-                      "dispatcher": {"max_total_in_flight": 10,
-                                     "max_tenant_in_flight": 4},
-                      "shutdown": {"grace": "100ms"}})
+    env = capped_env()
     warn = r"tenant=%s reached its max_in_flight \(2 callbacks"
     try:
         mark = env.d.log_mark()
