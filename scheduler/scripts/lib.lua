@@ -193,13 +193,31 @@ local function shard_head(hkey)
 	return tonumber(f[2])
 end
 
+-- What a push needs of a new job's record: its due time, topic and bizkey
+-- (nil: none), read without decoding the rest (dec copies the body).
+local function peek(rec)
+	local _, f, due, tl, p = struct.unpack('>BBI6B', rec)
+	local topic, biz = string.sub(rec, p, p + tl - 1), nil
+	if has(f, F_BIZ) then
+		p = p + tl
+		if has(f, F_PRI) then p = p + 2 end
+		if has(f, F_ATT) then p = p + 2 end
+		if has(f, F_CRE) then p = p + 6 end
+		if has(f, F_TTR) then p = p + 6 end
+		biz = struct.unpack('>I2c0', rec, p)
+	end
+	return due, topic, biz
+end
+
 -- Pushes one new job (push, push_many): KEYS 1 pool, 2 delays of the
--- topic, 5 bizkeys.  Returns code, id key, due, state: 0 for a new job (the
--- caller fixes the head and counts), 1 for the unfinished job with its
--- bizkey or its id, -1 when the id names another topic's job.
-local function push_job(idk, rec, j)
-	if j.biz then
-		local f = j.topic .. ':' .. j.biz
+-- topic, 5 bizkeys; due, topic and biz are the record's (peek).  Returns
+-- code, id key, due, state: 0 for a new job (the caller fixes the head and
+-- counts), 1 for the unfinished job with its bizkey or its id, -1 when the
+-- id names another topic's job.  HSETNX both tests for the id and writes
+-- the record: a new job, the common case, costs no read of the pool.
+local function push_job(idk, rec, due, topic, biz)
+	if biz then
+		local f = topic .. ':' .. biz
 		local ex = redis.call('HGET', KEYS[5], f)
 		if ex then
 			local er = redis.call('HGET', KEYS[1], ex)
@@ -212,20 +230,18 @@ local function push_job(idk, rec, j)
 			redis.call('HDEL', KEYS[5], f)
 		end
 	end
-	local old = redis.call('HGET', KEYS[1], idk)
-	if old then
-		local e = dec(old)
-		if e.topic ~= j.topic then
+	if redis.call('HSETNX', KEYS[1], idk, rec) == 0 then
+		local e = dec(redis.call('HGET', KEYS[1], idk))
+		if e.topic ~= topic then
 			return -1, '', 0, 0
 		end
 		return 1, idk, n2s(e.due), e.state
 	end
-	redis.call('HSET', KEYS[1], idk, rec)
-	redis.call('ZADD', KEYS[2], n2s(j.due), idk)
-	if j.biz then
-		redis.call('HSET', KEYS[5], j.topic .. ':' .. j.biz, idk)
+	redis.call('ZADD', KEYS[2], n2s(due), idk)
+	if biz then
+		redis.call('HSET', KEYS[5], topic .. ':' .. biz, idk)
 	end
-	return 0, idk, n2s(j.due), S_SCHEDULED
+	return 0, idk, n2s(due), S_SCHEDULED
 end
 
 -- Tells the timers when a job became the earliest of its shard.  tag is

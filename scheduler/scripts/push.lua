@@ -6,8 +6,8 @@
 -- for an existing one (bizkey or same id), {-1} when the id names a job of
 -- another topic.
 local idk, rec, tag = ARGV[2], ARGV[3], ARGV[4]
-local j = dec(rec)
-local code, k, due, st = push_job(idk, rec, j)
+local jdue, topic, biz = peek(rec)
+local code, k, due, st = push_job(idk, rec, jdue, topic, biz)
 if code ~= 0 then
 	if code < 0 then
 		return {-1}
@@ -16,8 +16,8 @@ if code ~= 0 then
 end
 local f = redis.call('ZRANGE', KEYS[2], '0', '0')
 if f[1] == idk then
-	redis.call('ZADD', KEYS[3], n2s(j.due), j.topic)
-	wake_if_first(KEYS[3], j.topic, j.due, tag)
+	redis.call('ZADD', KEYS[3], due, topic)
+	wake_if_first(KEYS[3], topic, jdue, tag)
 end
-count(KEYS[4], j.topic, S_SCHEDULED, 1)
+count(KEYS[4], topic, S_SCHEDULED, 1)
 return {0, idk, due, S_SCHEDULED}

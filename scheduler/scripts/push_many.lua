@@ -16,13 +16,13 @@ local out = {}
 local added, first, topic = 0, nil, nil
 
 local function one(idk, rec)
-	local j = dec(rec)
-	local code, k, due, st = push_job(idk, rec, j)
-	topic = j.topic
+	local jdue, t, biz = peek(rec)
+	local code, k, due, st = push_job(idk, rec, jdue, t, biz)
+	topic = t
 	if code == 0 then
 		added = added + 1
-		if first == nil or j.due < first then
-			first = j.due
+		if first == nil or jdue < first then
+			first = jdue
 		end
 	end
 	return code, k, due, st

@@ -69,6 +69,20 @@ def _():
     assert st == 200 and d["state"] == "cancelled", d
 
 
+@t.test("/push of a client id another topic's job has: 409, nothing changed")
+def _():
+    q2 = E.topic(KEY, mode="pull", retry_schedule="<0,0>")["name"]
+    st, _, b = opush({"topic": Q, "id": "order:43", "delay": 3600000})
+    assert st == 200 and b["id"] == "order:43", b
+    before = E.job(KEY, "order:43")
+    expect_error(opush({"topic": q2, "id": "order:43", "delay": 5}), 409,
+                 "conflict")
+    after = E.job(KEY, "order:43")
+    assert after == before and after["topic"] == Q, (before, after)
+    st, _, g = E.req("GET", "/v1/topics/" + q2, key=KEY)
+    assert st == 200 and not any(g["counts"].values()), g
+
+
 @t.test("/push: bad inputs are 400 naming the field")
 def _():
     for body, code, field in [
