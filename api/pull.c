@@ -454,44 +454,6 @@ json_plain(const char *s, size_t len)
 	return s[i] != 'n';
 }
 
-/* Whether s needs no escaping inside a JSON string. */
-static int
-str_plain(const char *s)
-{
-	for (; *s != '\0'; s++)
-		if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
-			return 0;
-	return 1;
-}
-
-static void
-put_str(struct buf *b, const char *key, const char *v)
-{
-	buf_puts(b, key);
-	if (v == NULL) {
-		buf_puts(b, "null");
-		return;
-	}
-	buf_append(b, "\"", 1);
-	buf_puts(b, v);
-	buf_append(b, "\"", 1);
-}
-
-static void
-put_int(struct buf *b, const char *key, int64_t v)
-{
-	char d[24], *q = d + sizeof(d);
-	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-
-	do
-		*--q = (char)('0' + u % 10);
-	while ((u /= 10) != 0);
-	if (v < 0)
-		*--q = '-';
-	buf_puts(b, key);
-	buf_append(b, q, (size_t)(d + sizeof(d) - q));
-}
-
 /*
  * The reserve answer as reserved_json() would print it, built without
  * json-c: the body and headers copied as stored when json_plain() says
@@ -509,28 +471,28 @@ reserved_text(struct buf *b, const struct sched_job *job, int64_t ttr_ms)
 	    (job->schedule != NULL ? strlen(job->schedule) : 0));
 	if (!json_plain(job->body, job->body_len) ||
 	    !json_plain(hdr, strlen(hdr)) ||
-	    (job->bizkey != NULL && !str_plain(job->bizkey)) ||
-	    (job->schedule != NULL && !str_plain(job->schedule)) ||
-	    !str_plain(job->id) || !str_plain(job->token) ||
-	    job->topic == NULL || !str_plain(job->topic))
+	    (job->bizkey != NULL && !api_str_plain(job->bizkey)) ||
+	    (job->schedule != NULL && !api_str_plain(job->schedule)) ||
+	    !api_str_plain(job->id) || !api_str_plain(job->token) ||
+	    job->topic == NULL || !api_str_plain(job->topic))
 		return -1;
-	put_str(b, "{\"id\":", job->id);
-	put_str(b, ",\"topic\":", job->topic);
-	put_str(b, ",\"state\":", sched_state_name(job->state));
-	put_str(b, ",\"bizkey\":", job->bizkey);
-	put_int(b, ",\"priority\":", job->priority);
-	put_int(b, ",\"created_ms\":", job->created_ms);
-	put_int(b, ",\"next_attempt_ms\":", job->due_ms);
-	put_int(b, ",\"attempt_count\":", job->attempts);
+	api_put_str(b, "{\"id\":", job->id);
+	api_put_str(b, ",\"topic\":", job->topic);
+	api_put_str(b, ",\"state\":", sched_state_name(job->state));
+	api_put_str(b, ",\"bizkey\":", job->bizkey);
+	api_put_int(b, ",\"priority\":", job->priority);
+	api_put_int(b, ",\"created_ms\":", job->created_ms);
+	api_put_int(b, ",\"next_attempt_ms\":", job->due_ms);
+	api_put_int(b, ",\"attempt_count\":", job->attempts);
 	buf_puts(b, ",\"body\":");
 	buf_append(b, job->body, job->body_len);
 	buf_puts(b, ",\"headers\":");
 	buf_puts(b, hdr);
-	put_str(b, ",\"retry_schedule\":", job->schedule);
-	put_int(b, ",\"ttr_ms\":", job->ttr_ms > 0 ? job->ttr_ms : ttr_ms);
-	put_str(b, ",\"token\":", job->token);
-	put_int(b, ",\"attempt\":", job->attempts + 1);
-	put_int(b, ",\"deadline_ms\":", job->deadline_ms);
+	api_put_str(b, ",\"retry_schedule\":", job->schedule);
+	api_put_int(b, ",\"ttr_ms\":", job->ttr_ms > 0 ? job->ttr_ms : ttr_ms);
+	api_put_str(b, ",\"token\":", job->token);
+	api_put_int(b, ",\"attempt\":", job->attempts + 1);
+	api_put_int(b, ",\"deadline_ms\":", job->deadline_ms);
 	return buf_append(b, "}", 1);
 }
 
@@ -776,12 +738,12 @@ finish_done(struct api_req *req)
 	}
 	state = d->verdict == SCHEDULE_DONE ? "delivered" :
 	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead";
-	if (str_plain(op->id)) {	/* always: a checked job id */
+	if (api_str_plain(op->id)) {	/* always: a checked job id */
 		buf_init(&b, sizeof(op->id) + PULL_ANSWER_MORE);
-		put_str(&b, "{\"id\":", op->id);
-		put_str(&b, ",\"state\":", state);
+		api_put_str(&b, "{\"id\":", op->id);
+		api_put_str(&b, ",\"state\":", state);
 		if (d->verdict == SCHEDULE_RETRY)
-			put_int(&b, ",\"next_attempt_ms\":", d->next_ms);
+			api_put_int(&b, ",\"next_attempt_ms\":", d->next_ms);
 		buf_append(&b, "}", 1);
 		api_reply(req, 200, "application/json", b.data, b.len);
 		buf_free(&b);

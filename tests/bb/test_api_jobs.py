@@ -33,6 +33,7 @@ def _():
     t0 = now_ms()
     st, _, b = push({"delay_ms": HOUR, "body": {"a": [1, 2]}})
     assert st == 201 and b["state"] == "scheduled", b
+    assert list(b) == ["id", "state", "run_at_ms", "next_attempt_ms"], b
     assert len(b["id"]) == 16, b
     assert t0 + HOUR <= b["run_at_ms"] <= now_ms() + HOUR, b
     assert b["next_attempt_ms"] == b["run_at_ms"] + 5000, b
@@ -179,6 +180,13 @@ def _():
     assert [r["status"] for r in b["results"]] == [201] * 6 + [200], b
     assert b["results"][6]["id"] == b["results"][5]["id"]
     assert b["results"][6]["deduplicated"] is True
+    # Each item as the single push answers, with its status.
+    new = ["id", "state", "run_at_ms", "next_attempt_ms", "status"]
+    dup = ["id", "state", "deduplicated", "next_attempt_ms", "status"]
+    assert [list(r) for r in b["results"]] == [new] * 6 + [dup], b
+    st, _, one = push({"delay_ms": HOUR, "bizkey": "batch-dup"})
+    assert st == 200 and list(one) == dup[:-1], one
+    assert one["next_attempt_ms"] == b["results"][6]["next_attempt_ms"]
     for i in range(5):
         assert E.job(KEY, b["results"][i]["id"])["body"] == i
     bad = [{"delay_ms": HOUR, "bizkey": "batch-refused"}, {"delay_ms": -1}]
