@@ -697,6 +697,8 @@ sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
 		size_t idklen;
 
 		(void)sched_idkey(v[i]->job.id, v[i]->idk, &idklen);
+		it[i].id = v[i]->job.id;
+		it[i].due_ms = v[i]->job.due_ms;
 		it[i].idk = v[i]->idk;
 		it[i].idklen = idklen;
 		it[i].rec = v[i]->rec.data;

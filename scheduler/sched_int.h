@@ -191,6 +191,8 @@ int	sched_st_pipe_prepare(struct sched *s, redisContext *c, int *broken);
  * send it again after _prepare with again set).
  */
 struct sched_push_item {
+	const char		*id;		/* what a new job answers */
+	int64_t			 due_ms;
 	const char		*idk;
 	size_t			 idklen;
 	const char		*rec;

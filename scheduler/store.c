@@ -431,35 +431,45 @@ sched_st_push_many_reply(redisContext *c, redisReply *r,
 	const redisReply *k;
 	enum sched_err e;
 	long long code, due, st;
-	size_t i;
+	size_t i, x = n, len;
 
 	if (noscript(r))
 		return SCHED_ESTALE;	/* the caller loads it, sends again */
 	if ((e = reply_ok(c, r, broken, SCRIPT_PUSH_MANY)) != SCHED_OK)
 		return e;
-	if (r->elements != 4 * n) {
+	if (r->elements < n) {
 		freeReplyObject(r);
 		return SCHED_EINTERNAL;
 	}
+	/* A code per job, then id key, due, state per existing job. */
 	for (i = 0; i < n; i++) {
 		struct sched_push_result *res = it[i].res;
 
 		memset(res, 0, sizeof(*res));
-		if (el_int(r, 4 * i, &code) == -1) {
-			it[i].err = SCHED_EINTERNAL;
+		it[i].err = SCHED_EINTERNAL;
+		if (el_int(r, i, &code) == -1)
 			continue;
-		}
 		if (code < 0) {
 			it[i].err = SCHED_ECONFLICT;
 			continue;
 		}
-		if ((k = el_str(r, 4 * i + 1)) == NULL ||
-		    el_int(r, 4 * i + 2, &due) == -1 ||
-		    el_int(r, 4 * i + 3, &st) == -1 ||
-		    sched_idkey_text(k->str, k->len, res->id) == -1) {
-			it[i].err = SCHED_EINTERNAL;
+		if (code == 0) {
+			if ((len = strlen(it[i].id)) >= sizeof(res->id))
+				continue;
+			memcpy(res->id, it[i].id, len + 1);
+			res->run_at_ms = it[i].due_ms;
+			res->state = SCHED_SCHEDULED;
+			it[i].err = SCHED_OK;
 			continue;
 		}
+		if (x + 3 > r->elements || (k = el_str(r, x)) == NULL ||
+		    el_int(r, x + 1, &due) == -1 ||
+		    el_int(r, x + 2, &st) == -1 ||
+		    sched_idkey_text(k->str, k->len, res->id) == -1) {
+			x += 3;
+			continue;
+		}
+		x += 3;
 		res->deduplicated = code == SCHED_R_DUP;
 		res->run_at_ms = due;
 		res->state = (enum sched_state)st;

@@ -237,11 +237,12 @@ local function push_job(idk, rec, due, topic, biz)
 		end
 		return 1, idk, n2s(e.due), e.state
 	end
-	redis.call('ZADD', KEYS[2], n2s(due), idk)
+	local sdue = n2s(due)
+	redis.call('ZADD', KEYS[2], sdue, idk)
 	if biz then
 		redis.call('HSET', KEYS[5], topic .. ':' .. biz, idk)
 	end
-	return 0, idk, n2s(due), S_SCHEDULED
+	return 0, idk, sdue, S_SCHEDULED
 end
 
 -- Tells the timers when a job became the earliest of its shard.  tag is

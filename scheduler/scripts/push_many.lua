@@ -3,9 +3,11 @@
 -- KEYS: 1 pool, 2 delays of the topic, 3 heads, 4 counts, 5 bizkeys
 -- ARGV: 1 now, 2 tag "TENANT:SHARD", then per job: id key, record (state
 --       scheduled, due = first attempt)
--- Returns four elements per job, in order: 0, id key, due, state for a new
--- job; 1, id key, due, state for an existing one (bizkey or same id); -1,
--- '', 0, 0 when the id names a job of another topic.
+-- Returns the code of each job, in order (0 new, 1 existing: bizkey or
+-- same id, -1 the id names a job of another topic), then for each job of
+-- code 1, in order, its id key, due and state.  A new job's id, due and
+-- state are the caller's own (the id key and record it sent), so the
+-- common answer is one integer per job.
 --
 -- Key decision: the jobs are pushed in their order, so a job with the
 -- bizkey of an earlier one of the same call gets that job's id, as a second
@@ -28,12 +30,18 @@ local function one(idk, rec)
 	return code, k, due, st
 end
 
+local old = {}
 for i = 3, #ARGV - 1, 2 do
 	local code, idk, due, st = one(ARGV[i], ARGV[i + 1])
 	out[#out + 1] = code
-	out[#out + 1] = idk
-	out[#out + 1] = due
-	out[#out + 1] = st
+	if code == 1 then
+		old[#old + 1] = idk
+		old[#old + 1] = due
+		old[#old + 1] = st
+	end
+end
+for i = 1, #old do
+	out[#out + 1] = old[i]
 end
 
 if added > 0 then

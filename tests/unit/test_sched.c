@@ -731,7 +731,7 @@ test_push_many(void **state)
 	struct fx *f = *state;
 	struct sched *s = f->ti->s;
 	struct sched_push p[44];
-	struct sched_push_result res[44];
+	struct sched_push_result res[44], first[44];
 	enum sched_err err[44];
 	struct sched_job *job;
 	char ids[44][ID_LEN + 1], biz[44][16];
@@ -783,15 +783,33 @@ test_push_many(void **state)
 	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
 	assert_int_equal(counts[SCHED_SCHEDULED], 42);
 
-	/* Pushed again: all found, none made. */
+	/* Pushed again: all found, none made, each the job it was. */
+	memcpy(first, res, sizeof(first));
 	sched_push_many(s, p, 44, res, err);
 	for (i = 0; i < 44; i++)
 		if (i != 41) {
 			assert_int_equal(err[i], SCHED_OK);
 			assert_int_equal(res[i].deduplicated, 1);
+			assert_string_equal(res[i].id, first[i].id);
+			assert_int_equal(res[i].run_at_ms, first[i].run_at_ms);
 		}
 	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
 	assert_int_equal(counts[SCHED_SCHEDULED], 42);
+
+	/* New and found jobs alternating in one call: each answered as its. */
+	for (i = 0; i < 40; i += 2) {
+		snprintf(biz[i], sizeof(biz[i]), "m%zu", i);
+		sched_new_id(s, biz[i], ids[i]);
+	}
+	sched_push_many(s, p, 40, res, err);
+	for (i = 0; i < 40; i++) {
+		assert_int_equal(err[i], SCHED_OK);
+		assert_int_equal(res[i].deduplicated, i % 2);
+		assert_string_equal(res[i].id, i % 2 ? first[i].id : ids[i]);
+		assert_int_equal(res[i].run_at_ms, p[i].run_at_ms);
+	}
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 62);
 
 	/* The heads: job 7 alone is due at now + 5. */
 	clock_advance_ms(5);
