@@ -316,6 +316,23 @@ def counts(q):
 MANY = b", ".join(b'"k%d": %d' % (i, i) for i in range(300))
 
 
+def invalid_json_refused(m, p, body, field):
+    """m p with body is 400 invalid_json naming field (None: no field)."""
+    key = E.d.admin_key if "tenants" in p else KEY
+    st, _, b = E.req(m, p, body, key=key,
+                     headers={"Content-Type": "application/json"})
+    assert st == 400, (p, body, st, b)
+    assert b["error"]["code"] == "invalid_json", (p, body, b)
+    assert b["error"].get("field") == field, (p, body, field, b)
+
+
+def unchanged(q, topic_before, tenant_before):
+    """Topic q holds no job; it and the tenant read as before."""
+    assert sum(counts(q).values()) == 0, counts(q)
+    assert E.req("GET", "/v1/topics/" + q, key=KEY)[2] == topic_before
+    assert E.admin("GET", "/v1/tenants/" + NAME)[2] == tenant_before
+
+
 @t.test("a member named twice in one object is refused 400 naming it, and "
         "changes nothing")
 def _():
@@ -369,16 +386,9 @@ def _():
              "name"),
             ("PATCH", "/v1/tenants/" + NAME,
              b'{"max_pending": 5, "max_pending": 6}', "max_pending")]:
-        key = E.d.admin_key if "tenants" in p else KEY
-        st, _, b = E.req(m, p, body, key=key,
-                         headers={"Content-Type": "application/json"})
-        assert st == 400, (p, body, st, b)
-        assert b["error"]["code"] == "invalid_json", (p, body, b)
-        assert b["error"]["field"] == field, (p, body, field, b)
+        invalid_json_refused(m, p, body, field)
     # Nothing was made or changed.
-    assert sum(counts(q).values()) == 0, counts(q)
-    assert E.req("GET", "/v1/topics/" + q, key=KEY)[2] == topic_before
-    assert E.admin("GET", "/v1/tenants/" + NAME)[2] == tenant_before
+    unchanged(q, topic_before, tenant_before)
     for t_ in ("dup1", "dup2"):
         assert E.admin("GET", "/v1/tenants/" + t_)[0] == 404, t_
     assert intact()
@@ -424,15 +434,8 @@ def _():
             ("POST", "/v1/tenants", b'{"name\\u0000": "nul1"}', "name"),
             ("PATCH", "/v1/tenants/" + NAME,
              b'{"max_pending\\u0000": 5}', "max_pending")]:
-        key = E.d.admin_key if "tenants" in p else KEY
-        st, _, b = E.req(m, p, body, key=key,
-                         headers={"Content-Type": "application/json"})
-        assert st == 400, (p, body, st, b)
-        assert b["error"]["code"] == "invalid_json", (p, body, b)
-        assert b["error"].get("field") == field, (p, body, field, b)
-    assert sum(counts(q).values()) == 0, counts(q)
-    assert E.req("GET", "/v1/topics/" + q, key=KEY)[2] == topic_before
-    assert E.admin("GET", "/v1/tenants/" + NAME)[2] == tenant_before
+        invalid_json_refused(m, p, body, field)
+    unchanged(q, topic_before, tenant_before)
     assert E.admin("GET", "/v1/tenants/nul1")[0] == 404
     assert intact()
 
