@@ -1531,10 +1531,9 @@ job_batch(struct api_req *req)
 	for (i = 0; i < a->n; i++) {
 		if (i > 0)
 			buf_append(&b, ",", 1);
-		if ((jobs[i].status == 201 || jobs[i].status == 200) &&
-		    job_result_put(&b, &jobs[i], jobs[i].status) == 0)
-			continue;
 		if (jobs[i].status == 201 || jobs[i].status == 200) {
+			if (job_result_put(&b, &jobs[i], jobs[i].status) == 0)
+				continue;
 			r = api_job_result_json(&jobs[i]);
 			json_object_object_add(r, "status",
 			    json_object_new_int(jobs[i].status));
