@@ -623,6 +623,9 @@ def _():
 def _():
     q = E.topic(KEY, mode="pull")["name"]
     ready = E.push(KEY, q, {"r": 1})["id"]
+    # Due now, it is ready once the timer's next pass has promoted it.
+    harness.wait_for(lambda: E.job(KEY, ready)["state"] == "ready",
+                     what="the job to be ready")
     for path, allow in [("/v1/topics/%s/jobs" % q, "POST"),
                         ("/v1/topics/%s/reserve?wait_ms=0" % q, "GET"),
                         ("/get/%s" % q, "GET"),
