@@ -78,6 +78,15 @@ class Env:
         assert st == 200, (st, b)
         return b
 
+    def tenant_when_ready(self, name, ready):
+        """The tenant's GET once `ready` of its jobs are ready: a job due
+        now is scheduled until the timer's next pass promotes it."""
+        def once():
+            st, _, b = self.admin("GET", "/v1/tenants/" + name)
+            assert st == 200, (st, b)
+            return b if b["counts"]["ready"] == ready else None
+        return harness.wait_for(once, what="%d ready jobs" % ready)
+
     def reserve(self, key, topic, wait_ms=0):
         return self.req("GET", "/v1/topics/%s/reserve?wait_ms=%d" %
                         (topic, wait_ms), key=key)

@@ -447,9 +447,8 @@ def _():
     assert st == 204
     expect_error(E.admin("DELETE", "/v1/tenants/%s?force=maybe" % name),
                  400, "invalid_field", "force")
-    st, _, g = E.admin("GET", "/v1/tenants/" + name)
-    assert st == 200 and g["counts"]["in_flight"] == 1, g
-    assert g["counts"]["ready"] == 2, g
+    g = E.tenant_when_ready(name, 2)
+    assert g["counts"]["in_flight"] == 1, g
     st, _, _ = E.admin("DELETE", "/v1/tenants/%s?force=true" % name)
     assert st == 204
     st, _, b = E.admin("POST", "/v1/tenants",
