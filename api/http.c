@@ -1011,6 +1011,43 @@ api_json_scan_dup(const unsigned char *s, size_t n,
 	return why;
 }
 
+/*
+ * Each thread's JSON tokener, made at its first body and reset after each:
+ * a new one per request was a calloc of its 2 KiB stack, which made glibc
+ * consolidate its fast bins on every request.  Freed when the thread ends.
+ */
+static pthread_key_t	tok_key;
+static pthread_once_t	tok_once = PTHREAD_ONCE_INIT;
+
+static void
+tokener_free(void *tok)
+{
+	json_tokener_free(tok);
+}
+
+static void
+tokener_key_init(void)
+{
+	if (pthread_key_create(&tok_key, tokener_free) != 0)
+		fatalx("api: cannot make a thread key");
+}
+
+static struct json_tokener *
+thread_tokener(void)
+{
+	struct json_tokener *tok;
+
+	pthread_once(&tok_once, tokener_key_init);
+	if ((tok = pthread_getspecific(tok_key)) != NULL)
+		return tok;
+	if ((tok = json_tokener_new_ex(64)) == NULL ||
+	    pthread_setspecific(tok_key, tok) != 0)
+		fatalx("api: out of memory");
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+	    JSON_TOKENER_VALIDATE_UTF8);
+	return tok;
+}
+
 int
 api_body_json(struct api_req *req, json_object **out)
 {
@@ -1052,9 +1089,7 @@ api_body_json(struct api_req *req, json_object **out)
 	}
 	/* The member that holds it answers (api_json_int, job bodies). */
 	req->int_clamped = sh.int_range;
-	tok = json_tokener_new_ex(64);
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
-	    JSON_TOKENER_VALIDATE_UTF8);
+	tok = thread_tokener();
 	obj = json_tokener_parse_ex(tok, req->body.data, (int)req->body.len);
 	e = json_tokener_get_error(tok);
 	if (obj != NULL && e == json_tokener_success &&
@@ -1071,7 +1106,7 @@ api_body_json(struct api_req *req, json_object **out)
 	}
 	if (obj == NULL && e == json_tokener_continue)
 		e = json_tokener_error_parse_eof;
-	json_tokener_free(tok);
+	json_tokener_reset(tok);
 	if (e != json_tokener_success || obj == NULL) {
 		json_object_put(obj);
 		api_error(req, 400, "invalid_json", NULL,
