@@ -1014,8 +1014,12 @@ api_json_scan_dup(const unsigned char *s, size_t n,
 /*
  * Each thread's JSON tokener, made at its first body and reset after each:
  * a new one per request was a calloc of its 2 KiB stack, which made glibc
- * consolidate its fast bins on every request.  Freed when the thread ends.
+ * consolidate its fast bins on every request.  Freed when the thread ends,
+ * and after a body over 64 KiB, whose long strings would otherwise stay
+ * in its buffer.
  */
+#define TOKENER_KEEP_MAX	(64 * 1024)	/* larger bodies: a new one */
+
 static pthread_key_t	tok_key;
 static pthread_once_t	tok_once = PTHREAD_ONCE_INIT;
 
@@ -1106,7 +1110,12 @@ api_body_json(struct api_req *req, json_object **out)
 	}
 	if (obj == NULL && e == json_tokener_continue)
 		e = json_tokener_error_parse_eof;
-	json_tokener_reset(tok);
+	if (req->body.len > TOKENER_KEEP_MAX) {
+		/* Its buffer may have grown to the body's longest string. */
+		json_tokener_free(tok);
+		pthread_setspecific(tok_key, NULL);
+	} else
+		json_tokener_reset(tok);
 	if (e != json_tokener_success || obj == NULL) {
 		json_object_put(obj);
 		api_error(req, 400, "invalid_json", NULL,
