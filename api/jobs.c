@@ -63,6 +63,7 @@
 #include "scheduler/sched.h"
 #include "util/buf.h"
 #include "util/clock.h"
+#include "util/jsonout.h"
 #include "util/log.h"
 #include "util/strutil.h"
 #include "util/xmalloc.h"
@@ -344,6 +345,7 @@ job_body(struct api_req *req, json_object *obj, const char *field,
 	size_t limit = (size_t)CONF_GET(limit_job_body), len;
 	json_object *v;
 	const char *s;
+	struct buf pb;
 
 	if (!json_object_object_get_ex(obj, "body", &v)) {
 		out->body = xstrdup("");
@@ -358,13 +360,24 @@ job_body(struct api_req *req, json_object *obj, const char *field,
 		    "an exponent (1.0e30), which are kept exactly");
 		return -1;
 	}
-	if (json_object_is_type(v, json_type_string)) {
-		s = json_object_get_string(v);
-		len = (size_t)json_object_get_string_len(v);
-	} else
-		s = json_object_to_json_string_length(v,
-		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-		    &len);
+	if (!json_object_is_type(v, json_type_string)) {
+		/* json-c's plain printing, done without its printbuf. */
+		buf_init(&pb, SIZE_MAX / 2);
+		if (jsonout_put(&pb, v) == -1)
+			fatalx("api: out of memory");
+		if (pb.len > limit) {
+			api_error(req, 413, "body_too_large", field,
+			    "the job body is %zu bytes; the limit is %zu",
+			    pb.len, limit);
+			buf_free(&pb);
+			return -1;
+		}
+		out->body = buf_steal(&pb, &len);
+		out->body_len = len;
+		return 0;
+	}
+	s = json_object_get_string(v);
+	len = (size_t)json_object_get_string_len(v);
 	if (len > limit) {
 		api_error(req, 413, "body_too_large", field,
 		    "the job body is %zu bytes; the limit is %zu", len,

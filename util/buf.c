@@ -24,7 +24,7 @@ buf_init(struct buf *b, size_t max)
 	b->max = max;
 }
 
-static int
+int
 buf_reserve(struct buf *b, size_t n)
 {
 	size_t need, cap;

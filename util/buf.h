@@ -21,6 +21,12 @@ void	buf_init(struct buf *b, size_t max);
 /* 0, or -1 with errno ENOBUFS when max would be exceeded (b unchanged). */
 int	buf_append(struct buf *b, const void *p, size_t n);
 int	buf_puts(struct buf *b, const char *s);
+/*
+ * Room for n more bytes and the NUL after them: then the caller may write
+ * up to n bytes at data + len, and must add what it wrote to len and put
+ * the NUL back.  0, or -1 with errno ENOBUFS as buf_append.
+ */
+int	buf_reserve(struct buf *b, size_t n);
 int	buf_printf(struct buf *b, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 int	buf_vprintf(struct buf *b, const char *fmt, va_list ap);
