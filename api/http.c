@@ -156,33 +156,35 @@ unescape(void *cls, struct MHD_Connection *c, char *s)
 static int
 route_match(const char *pattern, const char *path, struct api_req *req)
 {
-	const char *p = pattern, *s = path, *pe, *se;
+	const char *p = pattern, *s = path, *se;
 	int n = 0;
 
+	/* Literal segments are compared as walked: most routes differ early. */
 	while (*p != '\0' && *s != '\0') {
 		if (*p != '/' || *s != '/')
-			return 0;
+			goto no;
 		p++;
 		s++;
-		pe = strchr(p, '/');
-		if (pe == NULL)
-			pe = p + strlen(p);
-		se = strchr(s, '/');
-		if (se == NULL)
-			se = s + strlen(s);
 		if (*p == '{') {
+			for (se = s; *se != '\0' && *se != '/'; se++)
+				;
 			if (se == s || n >= API_MAX_PARAMS)
-				return 0;
+				goto no;
 			if (req != NULL)
 				req->param[n] = xstrndup(s, (size_t)(se - s));
 			n++;
-		} else if ((size_t)(pe - p) != (size_t)(se - s) ||
-		    memcmp(p, s, (size_t)(pe - p)) != 0)
-			return 0;
-		p = pe;
-		s = se;
+			while (*p != '\0' && *p != '/')
+				p++;
+			s = se;
+			continue;
+		}
+		for (; *p != '\0' && *p != '/' && *p == *s; p++, s++)
+			;
+		if ((*p != '\0' && *p != '/') || (*s != '\0' && *s != '/'))
+			goto no;
 	}
 	if (*p != '\0' || *s != '\0') {
+no:
 		if (req != NULL)
 			while (n > 0)
 				free(req->param[--n]);
