@@ -219,7 +219,7 @@ as_tenant(struct api_req *req, struct api_ctx *ctx)
 			api_reg_error(req, e, "tenant");
 		return -1;
 	}
-	snprintf(req->tenant, sizeof(req->tenant), "%s", name);
+	str_copy(req->tenant, sizeof(req->tenant), name);
 	return 0;
 }
 
@@ -244,7 +244,7 @@ api_authenticate(struct api_req *req, enum api_auth need, void *arg)
 	sha256(key, n, h);	/* once, for both comparisons */
 	if (is_admin_hash(h)) {
 		req->admin = 1;
-		snprintf(req->key_id, sizeof(req->key_id), "admin");
+		str_copy(req->key_id, sizeof(req->key_id), "admin");
 		return need == API_AUTH_ADMIN ? 0 : as_tenant(req, ctx);
 	}
 	if (n != REG_API_KEY_LEN || strncmp(key, "rk_", 3) != 0 ||
@@ -263,8 +263,8 @@ api_authenticate(struct api_req *req, enum api_auth need, void *arg)
 		    "this route needs the admin key");
 		return -1;
 	}
-	snprintf(req->tenant, sizeof(req->tenant), "%s", tenant);
-	snprintf(req->key_id, sizeof(req->key_id), "%s", key_id);
+	str_copy(req->tenant, sizeof(req->tenant), tenant);
+	str_copy(req->key_id, sizeof(req->key_id), key_id);
 	if ((rate = CONF_GET(limit_rate)) > 0) {
 		snprintf(rk, sizeof(rk), "%s/%s", tenant, key_id);
 		if ((wait = rate_take(rk, rate)) > 0) {

@@ -273,8 +273,8 @@ topic_from_json(const char *tenant, const char *name, const char *text,
 		goto out;
 	}
 	t = registry_topic_new();
-	snprintf(t->tenant, sizeof(t->tenant), "%s", tenant);
-	snprintf(t->name, sizeof(t->name), "%s", name);
+	str_copy(t->tenant, sizeof(t->tenant), tenant);
+	str_copy(t->name, sizeof(t->name), name);
 	s = jstr(o, "mode");
 	t->mode = s != NULL && strcmp(s, "pull") == 0 ? REG_MODE_PULL :
 	    REG_MODE_PUSH;
@@ -459,6 +459,35 @@ match_key(const struct centry *e, const void *arg)
 
 	return e->key[0] == CE_KEY && strcmp(e->tenant, m->tenant) == 0 &&
 	    strcmp(e->key_id, m->key_id) == 0;
+}
+
+/*
+ * The cache's key of an entry, "K:a" or "K:a/b", into out (outlen bytes),
+ * cut to fit as snprintf would: looked up on every request.
+ */
+static void
+cache_key(char *out, size_t outlen, enum centry_kind kind, const char *a,
+    const char *b)
+{
+	size_t n = 0, m;
+
+	if (outlen < 3) {
+		if (outlen > 0)
+			out[0] = '\0';
+		return;
+	}
+	out[n++] = (char)kind;
+	out[n++] = ':';
+	m = strnlen(a, outlen - 1 - n);
+	memcpy(out + n, a, m);
+	n += m;
+	if (b != NULL && n < outlen - 1) {
+		out[n++] = '/';
+		m = strnlen(b, outlen - 1 - n);
+		memcpy(out + n, b, m);
+		n += m;
+	}
+	out[n] = '\0';
 }
 
 static struct centry *
@@ -688,7 +717,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 	char key[REG_TENANT_MAX + 3];
 	int found;
 
-	snprintf(key, sizeof(key), "%c:%s", CE_TENANT, name);
+	cache_key(key, sizeof(key), CE_TENANT, name, NULL);
 	pthread_mutex_lock(&reg->lock);
 	e = cache_find_locked(reg, key);
 	if (e != NULL && e->expires_mono_us > clock_mono_us()) {
@@ -712,7 +741,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 	e = centry_new(CE_TENANT, name, NULL);
 	e->found = r1->element[0]->type == REDIS_REPLY_STRING;
 	if (e->found) {
-		snprintf(e->t.name, sizeof(e->t.name), "%s", name);
+		str_copy(e->t.name, sizeof(e->t.name), name);
 		e->t.created_ms = reply_int(r1->element[0]);
 		e->t.max_pending = reply_int(r1->element[1]);
 		/* Absent (a tenant stored before it existed): none. */
@@ -800,7 +829,7 @@ registry_tenant_set_limits(struct registry *reg, const char *name,
 		return err;
 	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;
 	freeReplyObject(r);
-	snprintf(key, sizeof(key), "%c:%s", CE_TENANT, name);
+	cache_key(key, sizeof(key), CE_TENANT, name, NULL);
 	cache_drop(reg, key);
 	return err;
 }
@@ -869,7 +898,7 @@ registry_key_create(struct registry *reg, const char *tenant, int64_t now_ms,
 			break;
 		/* v == 0: the key id was taken, draw another. */
 	}
-	snprintf(key, sizeof(key), "%c:%s", CE_TENANT, tenant);
+	cache_key(key, sizeof(key), CE_TENANT, tenant, NULL);
 	cache_drop(reg, key);
 	if (err != REG_OK) {
 		explicit_bzero(api_key, REG_API_KEY_LEN + 1);
@@ -953,7 +982,7 @@ registry_key_revoke(struct registry *reg, const char *tenant,
 	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;
 	freeReplyObject(r);
 	cache_drop_if(reg, match_key, &m);
-	snprintf(key, sizeof(key), "%c:%s", CE_TENANT, tenant);
+	cache_key(key, sizeof(key), CE_TENANT, tenant, NULL);
 	cache_drop(reg, key);
 	return err;
 }
@@ -970,7 +999,7 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 	int found;
 
 	hex_encode(h, SHA256_LEN, hex);
-	snprintf(key, sizeof(key), "%c:%s", CE_KEY, hex);
+	cache_key(key, sizeof(key), CE_KEY, hex, NULL);
 	pthread_mutex_lock(&reg->lock);
 	e = cache_find_locked(reg, key);
 	if (e != NULL && e->expires_mono_us > clock_mono_us()) {
@@ -1041,7 +1070,7 @@ registry_topic_put(struct registry *reg, struct registry_topic *t,
 	} else
 		err = REG_EINTERNAL;
 	freeReplyObject(r);
-	snprintf(key, sizeof(key), "%c:%s/%s", CE_TOPIC, t->tenant, t->name);
+	cache_key(key, sizeof(key), CE_TOPIC, t->tenant, t->name);
 	cache_drop(reg, key);
 	return err;
 }
@@ -1145,7 +1174,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 		*w->held = NULL;
 	if (strlen(tenant) > REG_TENANT_MAX || strlen(topic) > REG_TOPIC_MAX)
 		return REG_ENOTFOUND;
-	snprintf(key, sizeof(key), "%c:%s/%s", CE_TOPIC, tenant, topic);
+	cache_key(key, sizeof(key), CE_TOPIC, tenant, topic);
 	if (topic_cached(reg, key, 0, w, &err))
 		return err;
 	err = topic_fetch(reg, tenant, topic, &t);
@@ -1284,7 +1313,7 @@ registry_topic_delete(struct registry *reg, const char *tenant,
 		return err;
 	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;
 	freeReplyObject(r);
-	snprintf(key, sizeof(key), "%c:%s/%s", CE_TOPIC, tenant, topic);
+	cache_key(key, sizeof(key), CE_TOPIC, tenant, topic);
 	cache_drop(reg, key);
 	return err;
 }

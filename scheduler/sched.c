@@ -23,6 +23,7 @@
 #include "util/clock.h"
 #include "util/crypto.h"
 #include "util/log.h"
+#include "util/strutil.h"
 #include "util/xmalloc.h"
 
 #define DEFAULT_SHARDS		16
@@ -439,7 +440,7 @@ client_id_exists(struct sched *s, redisContext *c, const struct sched_push *p,
 	if (strcmp(job->topic, p->topic) != 0) {
 		e = SCHED_ECONFLICT;
 	} else {
-		snprintf(res->id, sizeof(res->id), "%s", job->id);
+		str_copy(res->id, sizeof(res->id), job->id);
 		res->deduplicated = 1;
 		res->run_at_ms = job->due_ms;
 		res->state = job->state;
@@ -469,7 +470,7 @@ push_prepare(struct sched *s, const struct sched_push *p,
 		return SCHED_EINVAL;
 
 	memset(job, 0, sizeof(*job));
-	snprintf(job->id, sizeof(job->id), "%s", p->id);
+	str_copy(job->id, sizeof(job->id), p->id);
 	job->topic = (char *)p->topic;
 	job->tenant = (char *)p->tenant;
 	job->bizkey = (char *)biz;

@@ -1,11 +1,14 @@
 /*
- * strutil.c - hex digits and percent-decoding (see strutil.h).
+ * strutil.c - hex digits, percent-decoding, bounded copies and the string
+ * hash (see strutil.h).
  *
  * Key decision: one strict decoder for every URL part retryd reads (Redis
  * and journal URLs, their user names and passwords): a malformed escape is
  * an error, never passed through, and "%00" is refused.
  */
 #include "config.h"
+
+#include <string.h>
 
 #include "util/strutil.h"
 
@@ -48,6 +51,19 @@ str_pct_decode(const char *s, size_t n, char *out, size_t outlen)
 		return -1;
 	out[o] = '\0';
 	return 0;
+}
+
+char *
+str_copy(char *dst, size_t size, const char *src)
+{
+	size_t n;
+
+	if (size == 0)
+		return dst;
+	n = strnlen(src, size - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+	return dst;
 }
 
 uint32_t

@@ -1,8 +1,8 @@
 /*
  * strutil.h - small string helpers shared by the URL and path parsers:
- * hex digits and percent-decoding; and the string hash of the in-memory
- * tables.  Decoding refuses "%00" so a NUL can never be smuggled into a C
- * string through an escape.
+ * hex digits and percent-decoding; a bounded copy; and the string hash of
+ * the in-memory tables.  Decoding refuses "%00" so a NUL can never be
+ * smuggled into a C string through an escape.
  */
 #ifndef RETRYD_UTIL_STRUTIL_H
 #define RETRYD_UTIL_STRUTIL_H
@@ -17,6 +17,12 @@ int	str_hexval(int c);
  * a bad or truncated escape, an escaped NUL, or an out too small.
  */
 int	str_pct_decode(const char *s, size_t n, char *out, size_t outlen);
+
+/*
+ * src into dst (size bytes with the NUL), cut to fit: snprintf(dst, size,
+ * "%s", src) without reading a format.  Returns dst.
+ */
+char	*str_copy(char *dst, size_t size, const char *src);
 
 /* FNV-1a, 32 bits: the start value and the prime. */
 #define STR_HASH_INIT	2166136261u

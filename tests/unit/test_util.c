@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +209,30 @@ test_pct_decode(void **state)
 }
 
 /* FNV-1a 32-bit reference values; chaining equals hashing the whole. */
+/* str_copy: snprintf(dst, size, "%s", src)'s result, cut to fit. */
+static void
+test_str_copy(void **state)
+{
+	static const char *const srcs[] = { "", "a", "abc", "abcdefgh",
+		"abcdefghijklmnop" };
+	char got[16], want[16];
+	size_t i, size;
+
+	(void)state;
+	for (i = 0; i < NELEM(srcs); i++)
+		for (size = 1; size <= sizeof(got); size++) {
+			memset(got, 'x', sizeof(got));
+			memset(want, 'x', sizeof(want));
+			snprintf(want, size, "%s", srcs[i]);
+			assert_ptr_equal(str_copy(got, size, srcs[i]), got);
+			assert_memory_equal(got, want, sizeof(got));
+		}
+	/* Size 0 writes nothing. */
+	memset(got, 'x', sizeof(got));
+	str_copy(got, 0, "abc");
+	assert_int_equal(got[0], 'x');
+}
+
 static void
 test_str_hash(void **state)
 {
@@ -908,6 +933,7 @@ main(void)
 		cmocka_unit_test(test_buf_printf),
 		cmocka_unit_test(test_buf_steal),
 		cmocka_unit_test(test_pct_decode),
+		cmocka_unit_test(test_str_copy),
 		cmocka_unit_test(test_str_hash),
 		cmocka_unit_test(test_clock_fake),
 		cmocka_unit_test(test_log_level_parse),
