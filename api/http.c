@@ -228,17 +228,23 @@ route_find(struct api_server *srv, struct api_req *req, char *allowed,
 	size_t n = 0;
 
 	allowed[0] = '\0';
+	/* First the routes of the method: the path is matched only there. */
+	for (set = srv->cfg.routes; *set != NULL; set++)
+		for (r = *set; r->method != NULL; r++) {
+			can_head = head && strcmp(r->method,
+			    MHD_HTTP_METHOD_GET) == 0 &&
+			    (r->flags & API_NO_HEAD) == 0;
+			if ((can_head || strcmp(r->method, req->method) == 0) &&
+			    route_match(r->pattern, req->path, req))
+				return r;
+		}
+	/* None: the methods the path has, for the 405's Allow. */
 	for (set = srv->cfg.routes; *set != NULL; set++)
 		for (r = *set; r->method != NULL; r++) {
 			if (!route_match(r->pattern, req->path, NULL))
 				continue;
 			can_head = strcmp(r->method, MHD_HTTP_METHOD_GET) ==
 			    0 && (r->flags & API_NO_HEAD) == 0;
-			if (strcmp(r->method, req->method) == 0 ||
-			    (head && can_head)) {
-				route_match(r->pattern, req->path, req);
-				return r;
-			}
 			n = allow_add(allowed, allowedlen, n, r->method);
 			if (can_head)
 				n = allow_add(allowed, allowedlen, n,
