@@ -461,31 +461,34 @@ match_key(const struct centry *e, const void *arg)
 	    strcmp(e->key_id, m->key_id) == 0;
 }
 
+/* s[0..len) after out[0..n), cut to fit outlen with the NUL: the new n. */
+static size_t
+key_cat(char *out, size_t outlen, size_t n, const char *s, size_t len)
+{
+	if (n + 1 >= outlen)
+		return n;
+	if (len > outlen - 1 - n)
+		len = outlen - 1 - n;
+	memcpy(out + n, s, len);
+	return n + len;
+}
+
 /*
- * The cache's key of an entry, "K:a" or "K:a/b", into out (outlen bytes),
- * cut to fit as snprintf would: looked up on every request.
+ * The cache's key of an entry, "K:a" or "K:a/b", into out (outlen > 0
+ * bytes), cut to fit as snprintf would: looked up on every request.
  */
 static void
 cache_key(char *out, size_t outlen, enum centry_kind kind, const char *a,
     const char *b)
 {
-	size_t n = 0, m;
+	const char head[2] = { (char)kind, ':' };
+	size_t n;
 
-	if (outlen < 3) {
-		if (outlen > 0)
-			out[0] = '\0';
-		return;
-	}
-	out[n++] = (char)kind;
-	out[n++] = ':';
-	m = strnlen(a, outlen - 1 - n);
-	memcpy(out + n, a, m);
-	n += m;
-	if (b != NULL && n < outlen - 1) {
-		out[n++] = '/';
-		m = strnlen(b, outlen - 1 - n);
-		memcpy(out + n, b, m);
-		n += m;
+	n = key_cat(out, outlen, 0, head, sizeof(head));
+	n = key_cat(out, outlen, n, a, strlen(a));
+	if (b != NULL) {
+		n = key_cat(out, outlen, n, "/", 1);
+		n = key_cat(out, outlen, n, b, strlen(b));
 	}
 	out[n] = '\0';
 }
