@@ -31,6 +31,7 @@
 
 #include "api/http.h"
 #include "util/clock.h"
+#include "util/jsonout.h"
 #include "util/log.h"
 #include "util/strutil.h"
 #include "util/xmalloc.h"
@@ -308,42 +309,21 @@ api_reply_json(struct api_req *req, int status, json_object *obj)
 	json_object_put(obj);
 }
 
-/* Whether s needs no escaping inside a JSON string. */
-int
-api_str_plain(const char *s)
-{
-	for (; *s != '\0'; s++)
-		if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
-			return 0;
-	return 1;
-}
-
 void
 api_put_str(struct buf *b, const char *key, const char *v)
 {
 	buf_puts(b, key);
-	if (v == NULL) {
+	if (v == NULL)
 		buf_puts(b, "null");
-		return;
-	}
-	buf_append(b, "\"", 1);
-	buf_puts(b, v);
-	buf_append(b, "\"", 1);
+	else
+		jsonout_str(b, v, strlen(v));
 }
 
 void
 api_put_int(struct buf *b, const char *key, int64_t v)
 {
-	char d[24], *q = d + sizeof(d);
-	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-
-	do
-		*--q = (char)('0' + u % 10);
-	while ((u /= 10) != 0);
-	if (v < 0)
-		*--q = '-';
 	buf_puts(b, key);
-	buf_append(b, q, (size_t)(d + sizeof(d) - q));
+	jsonout_int(b, v);
 }
 
 void

@@ -116,12 +116,10 @@ void	api_reply(struct api_req *req, int status, const char *ctype,
 void	api_reply_json(struct api_req *req, int status, json_object *obj);
 void	api_reply_empty(struct api_req *req, int status);
 /*
- * Answers printed without json-c: whether s needs no escaping inside a JSON
- * string; key, then v quoted as is (NULL: null; the caller made sure
- * api_str_plain(v)); key, then v.  key is the text before the value, as
- * ",\"id\":".
+ * Answers printed without json-c: key, then v as a JSON string escaped as
+ * json-c escapes it (NULL: null); key, then v.  key is the text before the
+ * value, as ",\"id\":".
  */
-int	api_str_plain(const char *s);
 void	api_put_str(struct buf *b, const char *key, const char *v);
 void	api_put_int(struct buf *b, const char *key, int64_t v);
 /*

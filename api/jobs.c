@@ -70,8 +70,8 @@
 
 #define QUOTA_TTL_US		100000
 #define QUOTA_BUCKETS		256
-/* An item of a push's answer at most: the id and 256 bytes of the rest. */
-#define API_RESULT_MAX		(API_JOB_ID_MAX + 256)
+/* An item of a push's answer at most: the id (escaped) and 256 bytes more. */
+#define API_RESULT_MAX		(6 * API_JOB_ID_MAX + 256)
 
 /* ------------------------------------------------------------------ */
 /* Rendering */
@@ -249,14 +249,11 @@ api_job_result_json(const struct api_job_in *j)
 /*
  * What api_job_result_json() prints, with ,"status":N before the closing
  * brace when status is not 0, appended to b without json-c (a batch
- * answers a thousand of these).  -1 when the id needs escaping (never for
- * a checked id): the caller then prints with json-c.
+ * answers a thousand of these).  b has room for API_RESULT_MAX more.
  */
-static int
+static void
 job_result_put(struct buf *b, const struct api_job_in *j, int status)
 {
-	if (!api_str_plain(j->res.id))
-		return -1;
 	api_put_str(b, "{\"id\":", j->res.id);
 	api_put_str(b, ",\"state\":", sched_state_name(j->res.state));
 	if (j->res.deduplicated) {
@@ -269,7 +266,6 @@ job_result_put(struct buf *b, const struct api_job_in *j, int status)
 	if (status != 0)
 		api_put_int(b, ",\"status\":", status);
 	buf_append(b, "}", 1);
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1448,11 +1444,8 @@ job_push(struct api_req *req)
 		struct buf b;
 
 		buf_init(&b, API_RESULT_MAX);
-		if (job_result_put(&b, j, 0) == 0)
-			api_reply(req, j->status, "application/json", b.data,
-			    b.len);
-		else
-			api_reply_json(req, j->status, api_job_result_json(j));
+		job_result_put(&b, j, 0);
+		api_reply(req, j->status, "application/json", b.data, b.len);
 		buf_free(&b);
 	} else if (j->status == 409)
 		api_error(req, 409, "conflict", "bizkey",
@@ -1545,12 +1538,10 @@ job_batch(struct api_req *req)
 		if (i > 0)
 			buf_append(&b, ",", 1);
 		if (jobs[i].status == 201 || jobs[i].status == 200) {
-			if (job_result_put(&b, &jobs[i], jobs[i].status) == 0)
-				continue;
-			r = api_job_result_json(&jobs[i]);
-			json_object_object_add(r, "status",
-			    json_object_new_int(jobs[i].status));
-		} else if (jobs[i].status == 429)
+			job_result_put(&b, &jobs[i], jobs[i].status);
+			continue;
+		}
+		if (jobs[i].status == 429)
 			r = item_error(429, "quota_exceeded", NULL, "the job "
 			    "was not accepted: the tenant's pending jobs are "
 			    "at its quota");

@@ -19,11 +19,13 @@
  *    the next probe, whichever comes first.
  *  - A reserve's answer is printed directly, the body copied as stored
  *    when it is plain JSON that json-c would print back the same
- *    (json_plain), instead of parsed into objects and printed again; any
- *    other job takes the json-c path, so the answer is the same value
- *    either way (tests/bb/test_api_pull.py compares it with GET).  An
- *    ack's or nack's body written {"token":"..."} is read, and its answer
- *    printed, the same way; any other body takes json-c's path.
+ *    (json_plain), instead of parsed into objects and printed again, and
+ *    the strings escaped by util/jsonout as json-c escapes them; a job
+ *    whose body or headers are not plain takes the json-c path, so the
+ *    answer is the same value either way (tests/bb/test_api_pull.py
+ *    compares it with GET).  An ack's or nack's body written
+ *    {"token":"..."} is read the same way (any other body takes json-c's
+ *    path), and its answer is printed directly.
  *
  * Lock order: pull_lock, then the HTTP server's lock (api_resume).  A
  * waiter is touched by other threads only while it is linked, and it is
@@ -457,7 +459,8 @@ json_plain(const char *s, size_t len)
 /*
  * The reserve answer as reserved_json() would print it, built without
  * json-c: the body and headers copied as stored when json_plain() says
- * they read back the same.  0, or -1 when a field needs json-c.
+ * they read back the same, the strings escaped as json-c escapes them.
+ * 0, or -1 when the body or headers need json-c.
  */
 static int
 reserved_text(struct buf *b, const struct sched_job *job, int64_t ttr_ms)
@@ -465,16 +468,14 @@ reserved_text(struct buf *b, const struct sched_job *job, int64_t ttr_ms)
 	const char *hdr = job->headers_json != NULL ? job->headers_json :
 	    "{}";
 
-	/* Room for all of it: no append below can fail half-way. */
+	/* Room for all of it (a string escaped is at most 6 times as long). */
 	buf_init(b, job->body_len + strlen(hdr) + PULL_ANSWER_MORE +
+	    6 * (strlen(job->id) + strlen(job->token) +
+	    (job->topic != NULL ? strlen(job->topic) : 0) +
 	    (job->bizkey != NULL ? strlen(job->bizkey) : 0) +
-	    (job->schedule != NULL ? strlen(job->schedule) : 0));
+	    (job->schedule != NULL ? strlen(job->schedule) : 0)));
 	if (!json_plain(job->body, job->body_len) ||
-	    !json_plain(hdr, strlen(hdr)) ||
-	    (job->bizkey != NULL && !api_str_plain(job->bizkey)) ||
-	    (job->schedule != NULL && !api_str_plain(job->schedule)) ||
-	    !api_str_plain(job->id) || !api_str_plain(job->token) ||
-	    job->topic == NULL || !api_str_plain(job->topic))
+	    !json_plain(hdr, strlen(hdr)) || job->topic == NULL)
 		return -1;
 	api_put_str(b, "{\"id\":", job->id);
 	api_put_str(b, ",\"topic\":", job->topic);
@@ -689,7 +690,6 @@ finish_done(struct api_req *req)
 	struct pull_op *op = req->state;
 	struct schedule_decision *d = &op->decision;
 	const char *state;
-	json_object *o;
 	enum sched_err e;
 	struct buf b;
 
@@ -738,24 +738,14 @@ finish_done(struct api_req *req)
 	}
 	state = d->verdict == SCHEDULE_DONE ? "delivered" :
 	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead";
-	if (api_str_plain(op->id)) {	/* always: a checked job id */
-		buf_init(&b, sizeof(op->id) + PULL_ANSWER_MORE);
-		api_put_str(&b, "{\"id\":", op->id);
-		api_put_str(&b, ",\"state\":", state);
-		if (d->verdict == SCHEDULE_RETRY)
-			api_put_int(&b, ",\"next_attempt_ms\":", d->next_ms);
-		buf_append(&b, "}", 1);
-		api_reply(req, 200, "application/json", b.data, b.len);
-		buf_free(&b);
-		return;
-	}
-	o = json_object_new_object();
-	json_object_object_add(o, "id", json_object_new_string(op->id));
-	json_object_object_add(o, "state", json_object_new_string(state));
+	buf_init(&b, 6 * sizeof(op->id) + PULL_ANSWER_MORE);
+	api_put_str(&b, "{\"id\":", op->id);
+	api_put_str(&b, ",\"state\":", state);
 	if (d->verdict == SCHEDULE_RETRY)
-		json_object_object_add(o, "next_attempt_ms",
-		    json_object_new_int64(d->next_ms));
-	api_reply_json(req, 200, o);
+		api_put_int(&b, ",\"next_attempt_ms\":", d->next_ms);
+	buf_append(&b, "}", 1);
+	api_reply(req, 200, "application/json", b.data, b.len);
+	buf_free(&b);
 }
 
 /*

@@ -100,22 +100,41 @@ put_string(struct buf *b, const char *s, size_t n, char tail)
 	return 0;
 }
 
+/* The digits of u, after a '-' when neg. */
 static int
-put_int(struct buf *b, struct json_object *v)
+put_digits(struct buf *b, uint64_t u, int neg)
 {
 	char d[24], *q = d + sizeof(d);
-	int64_t i = json_object_get_int64(v);
-	uint64_t u;
 
-	/* json-c keeps integers past INT64_MAX as uint64; get_int64 clamps. */
-	u = i == INT64_MAX ? json_object_get_uint64(v) :
-	    i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
 	do
 		*--q = (char)('0' + u % 10);
 	while ((u /= 10) != 0);
-	if (i < 0)
+	if (neg)
 		*--q = '-';
 	return buf_append(b, q, (size_t)(d + sizeof(d) - q));
+}
+
+int
+jsonout_int(struct buf *b, int64_t v)
+{
+	return put_digits(b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
+}
+
+int
+jsonout_str(struct buf *b, const char *s, size_t n)
+{
+	return put_string(b, s, n, 0);
+}
+
+static int
+put_int(struct buf *b, struct json_object *v)
+{
+	int64_t i = json_object_get_int64(v);
+
+	/* json-c keeps integers past INT64_MAX as uint64; get_int64 clamps. */
+	if (i == INT64_MAX)
+		return put_digits(b, json_object_get_uint64(v), 0);
+	return jsonout_int(b, i);
 }
 
 int
@@ -134,8 +153,8 @@ jsonout_put(struct buf *b, struct json_object *v)
 	case json_type_int:
 		return put_int(b, v);
 	case json_type_string:
-		return put_string(b, json_object_get_string(v),
-		    (size_t)json_object_get_string_len(v), 0);
+		return jsonout_str(b, json_object_get_string(v),
+		    (size_t)json_object_get_string_len(v));
 	case json_type_array:
 		if (put_char(b, '[') == -1)
 			return -1;

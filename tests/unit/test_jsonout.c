@@ -131,6 +131,39 @@ test_edges(void **state)
 	same_as_jsonc(o, "object with nulls and a sparse array");
 }
 
+/* jsonout_str() and jsonout_int() print as json-c prints the value. */
+static void
+test_scalars(void **state)
+{
+	static const int64_t ints[] = { INT64_MIN, -10, -1, 0, 9, 10,
+		INT64_MAX };
+	struct json_object *v;
+	struct buf b;
+	const char *want;
+	char bytes[256];
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < sizeof(bytes); i++)
+		bytes[i] = (char)i;
+	for (i = 0; i <= NELEM(ints); i++) {
+		buf_init(&b, 1 << 12);
+		if (i < NELEM(ints)) {
+			v = json_object_new_int64(ints[i]);
+			assert_int_equal(jsonout_int(&b, ints[i]), 0);
+		} else {
+			v = json_object_new_string_len(bytes, sizeof(bytes));
+			assert_int_equal(jsonout_str(&b, bytes, sizeof(bytes)),
+			    0);
+		}
+		want = json_object_to_json_string_length(v, FLAGS, &n);
+		assert_int_equal(b.len, n);
+		assert_memory_equal(b.data, want, n);
+		buf_free(&b);
+		json_object_put(v);
+	}
+}
+
 static uint64_t seed = 0x9e3779b97f4a7c15ull;
 
 static uint64_t
@@ -235,6 +268,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_texts),
 		cmocka_unit_test(test_edges),
+		cmocka_unit_test(test_scalars),
 		cmocka_unit_test(test_generated),
 		cmocka_unit_test(test_max),
 	};
