@@ -356,33 +356,31 @@ job_body(struct api_req *req, json_object *obj, const char *field,
 		    "an exponent (1.0e30), which are kept exactly");
 		return -1;
 	}
-	if (!json_object_is_type(v, json_type_string)) {
+	buf_init(&pb, SIZE_MAX / 2);
+	if (json_object_is_type(v, json_type_string)) {
+		s = json_object_get_string(v);
+		len = (size_t)json_object_get_string_len(v);
+	} else {
 		/* json-c's plain printing, done without its printbuf. */
-		buf_init(&pb, SIZE_MAX / 2);
 		if (jsonout_put(&pb, v) == -1)
 			fatalx("api: out of memory");
-		if (pb.len > limit) {
-			api_error(req, 413, "body_too_large", field,
-			    "the job body is %zu bytes; the limit is %zu",
-			    pb.len, limit);
-			buf_free(&pb);
-			return -1;
-		}
-		out->body = buf_steal(&pb, &len);
-		out->body_len = len;
-		return 0;
+		s = pb.data;
+		len = pb.len;
 	}
-	s = json_object_get_string(v);
-	len = (size_t)json_object_get_string_len(v);
 	if (len > limit) {
 		api_error(req, 413, "body_too_large", field,
 		    "the job body is %zu bytes; the limit is %zu", len,
 		    limit);
+		buf_free(&pb);
 		return -1;
 	}
-	out->body = xmalloc(len + 1);
-	memcpy(out->body, s, len);
-	out->body[len] = '\0';
+	if (pb.data != NULL)		/* printed: taken as it is */
+		out->body = buf_steal(&pb, NULL);
+	else {
+		out->body = xmalloc(len + 1);
+		memcpy(out->body, s, len);
+		out->body[len] = '\0';
+	}
 	out->body_len = len;
 	return 0;
 }
