@@ -202,7 +202,7 @@ disp_cap_in_force(int own, int max_tenant, int max_total)
 	return max_total > 0 && own > max_total ? max_total : own;
 }
 
-/* The cap in force for tenant, whose entry is *ep (NULL: none). */
+/* The cap in force for the tenant whose entry is te (NULL: none). */
 static int
 counts_cap(struct disp_count *te, int max_tenant, int max_total)
 {
