@@ -251,16 +251,31 @@ tenant_list(struct api_req *req)
 	api_reply_json(req, 200, o);
 }
 
+/*
+ * The tenant with its keys and counts.  A GET whose counts cannot be read
+ * answers the scheduler's error (503 while Redis is unavailable), as a
+ * topic's GET does; a PATCH (changed) has made its change, so its answer
+ * leaves the counts out rather than call the change failed.
+ */
 static void
-tenant_reply(struct api_req *req, const struct registry_tenant *t)
+tenant_reply(struct api_req *req, const struct registry_tenant *t,
+    int changed)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_key *keys = NULL;
 	int64_t counts[SCHED_NSTATES];
 	json_object *o, *a;
+	enum sched_err se = SCHED_OK;
 	enum reg_err e;
 	size_t i, n = 0;
 
+	if (ctx->sched != NULL) {
+		se = sched_counts(ctx->sched, t->name, NULL, counts);
+		if (se != SCHED_OK && !changed) {
+			api_sched_error(req, se, "tenant");
+			return;
+		}
+	}
 	if ((e = registry_key_list(ctx->reg, t->name, &keys, &n)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		return;
@@ -272,8 +287,7 @@ tenant_reply(struct api_req *req, const struct registry_tenant *t)
 		    keys[i].created_ms, NULL));
 	json_object_object_add(o, "keys", a);
 	free(keys);
-	if (ctx->sched != NULL &&
-	    sched_counts(ctx->sched, t->name, NULL, counts) == SCHED_OK)
+	if (ctx->sched != NULL && se == SCHED_OK)
 		json_object_object_add(o, "counts", api_counts_json(counts));
 	api_reply_json(req, 200, o);
 }
@@ -284,7 +298,7 @@ tenant_get(struct api_req *req)
 	struct registry_tenant t;
 
 	if (load_tenant(req, &t) == 0)
-		tenant_reply(req, &t);
+		tenant_reply(req, &t, 0);
 }
 
 /*
@@ -346,7 +360,7 @@ tenant_patch(struct api_req *req)
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
-	tenant_reply(req, &t);
+	tenant_reply(req, &t, 1);
 out:
 	json_object_put(body);
 }

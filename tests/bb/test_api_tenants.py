@@ -111,6 +111,36 @@ def _():
     expect_error(E.admin("GET", "/v1/tenants/a%00b"), 400, "invalid_name")
 
 
+@t.test("a tenant's GET whose counts Redis cannot give answers the error, "
+        "as a topic's does; a PATCH then still answers its change")
+def _():
+    name, key = E.tenant()
+    q = E.topic(key)["name"]
+    E.push(key, q, {"n": 1}, delay_ms=600000)
+    # A counts hash that is not a hash: Redis refuses the read of it.
+    ckeys = [k for k in E.redis.cmd("KEYS", "rd:{%s:*}:c" % name)]
+    assert ckeys, "no counts hash for the tenant"
+    ck = ckeys[0]
+    saved = ck + ":saved"
+    assert E.redis.cmd("RENAME", ck, saved) == "OK"
+    assert E.redis.cmd("SET", ck, "not a hash") == "OK"
+    try:
+        st, _, tb = E.admin("GET", "/v1/tenants/" + name)
+        qs, _, qb = E.req("GET", "/v1/topics/" + q, key=key)
+        assert st >= 500 and qs == st, (st, tb, qs, qb)
+        assert tb["error"]["code"] == qb["error"]["code"], (tb, qb)
+        st, _, b = E.admin("PATCH", "/v1/tenants/" + name,
+                           {"max_pending": 7})
+        assert st == 200 and b["max_pending"] == 7, (st, b)
+        assert "counts" not in b, b
+    finally:
+        E.redis.cmd("DEL", ck)
+        E.redis.cmd("RENAME", saved, ck)
+    st, _, g = E.admin("GET", "/v1/tenants/" + name)
+    assert st == 200 and g["max_pending"] == 7, g
+    assert g["counts"]["scheduled"] == 1, g
+
+
 @t.test("rotation: a new key works beside the old one until it is revoked")
 def _():
     name, k1 = E.tenant()
