@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,16 @@ patch_int(struct api_req *req, json_object *body, const char *name,
 	return 0;
 }
 
+/*
+ * A PATCH writes only the members its body names (the registry's script
+ * reads the others as they are in Redis, not as this instance cached
+ * them), and journals both as they then are.  patch_lock orders this
+ * instance's PATCHes, so their journal rows are written in the order
+ * their changes were made; PATCHes made at the same moment on two
+ * instances can still journal out of order (docs/internals/API.md).
+ */
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void
 tenant_patch(struct api_req *req)
 {
@@ -326,34 +337,44 @@ tenant_patch(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
 	json_object *body = NULL;
-	int64_t maxp, maxf;
+	int64_t maxp = REG_LIMIT_KEEP, maxf = REG_LIMIT_KEEP, was[2];
+	int64_t undop, undof;
 	enum reg_err e;
 	enum jrnl_err je;
 
 	if (load_tenant(req, &t) == -1 || api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1)
 		goto out;
-	maxp = t.max_pending;
-	maxf = t.max_in_flight;
 	if (patch_int(req, body, "max_pending", MAX_PENDING_LIMIT,
 	    &maxp) == -1 ||
 	    patch_int(req, body, "max_in_flight", MAX_IN_FLIGHT_LIMIT,
 	    &maxf) == -1)
 		goto out;
-	e = registry_tenant_set_limits(ctx->reg, t.name, maxp, maxf);
+	pthread_mutex_lock(&patch_lock);
+	/* What to set back should the journal refuse: the members named. */
+	undop = maxp == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : 0;
+	undof = maxf == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : 0;
+	e = registry_tenant_set_limits(ctx->reg, t.name, &maxp, &maxf, was);
 	if (e != REG_OK) {
+		pthread_mutex_unlock(&patch_lock);
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
 	if ((je = journal_tenant(ctx, t.name, t.created_ms, maxp, maxf)) !=
 	    JRNL_OK) {
+		if (undop != REG_LIMIT_KEEP)
+			undop = was[0];
+		if (undof != REG_LIMIT_KEEP)
+			undof = was[1];
 		if ((e = registry_tenant_set_limits(ctx->reg, t.name,
-		    t.max_pending, t.max_in_flight)) != REG_OK)
+		    &undop, &undof, NULL)) != REG_OK)
 			log_warnx("api: tenant %s: cannot undo the limits' "
 			    "change: %s", t.name, registry_strerror(e));
+		pthread_mutex_unlock(&patch_lock);
 		journal_refused(req, je, "tenant", t.name);
 		goto out;
 	}
+	pthread_mutex_unlock(&patch_lock);
 	/* This instance at once; the others at their next timer pass. */
 	disp_tenant_set_cap(ctx->disp, t.name, (int)maxf);
 	if ((e = registry_tenant_get(ctx->reg, t.name, &t)) != REG_OK) {

@@ -808,29 +808,69 @@ registry_tenant_list(struct registry *reg, struct registry_tenant **out,
 	return REG_OK;
 }
 
+/*
+ * Sets the overrides named (an empty ARGV leaves its member as it is) and
+ * returns both as they now are, then as they were: a change of one member
+ * never writes the other, so two PATCHes of different members, or one made
+ * on another instance whose cached tenant is a second old, cannot undo
+ * each other.
+ */
 static const char LUA_SET_LIMITS[] =
-    "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-    "redis.call('HSET', KEYS[2], 'max_pending', ARGV[2], 'max_in_flight',"
-    " ARGV[3])\n"
-    "return 1\n";
+    "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return {0} end\n"
+    "local o = redis.call('HMGET', KEYS[2], 'max_pending', 'max_in_flight')\n"
+    "if ARGV[2] ~= '' then\n"
+    "  redis.call('HSET', KEYS[2], 'max_pending', ARGV[2])\n"
+    "end\n"
+    "if ARGV[3] ~= '' then\n"
+    "  redis.call('HSET', KEYS[2], 'max_in_flight', ARGV[3])\n"
+    "end\n"
+    "local v = redis.call('HMGET', KEYS[2], 'max_pending', 'max_in_flight')\n"
+    "return {1, v[1] or '0', v[2] or '0', o[1] or '0', o[2] or '0'}\n";
+
+/* An override as the script takes it: "" for REG_LIMIT_KEEP. */
+static int
+limit_arg(char out[32], int64_t v)
+{
+	if (v == REG_LIMIT_KEEP) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (v < 0)
+		return -1;
+	snprintf(out, 32, "%" PRId64, v);
+	return 0;
+}
 
 enum reg_err
 registry_tenant_set_limits(struct registry *reg, const char *name,
-    int64_t max_pending, int64_t max_in_flight)
+    int64_t *max_pending, int64_t *max_in_flight, int64_t was[2])
 {
 	char key[REG_TENANT_MAX + 3], maxp[32], maxf[32];
 	redisReply *r;
 	enum reg_err err;
 
-	if (max_pending < 0 || max_in_flight < 0)
+	if (limit_arg(maxp, *max_pending) == -1 ||
+	    limit_arg(maxf, *max_in_flight) == -1)
 		return REG_EINVAL;
-	snprintf(maxp, sizeof(maxp), "%" PRId64, max_pending);
-	snprintf(maxf, sizeof(maxf), "%" PRId64, max_in_flight);
 	r = registry_cmd(reg, &err, "EVAL %s 2 " P "tenants " P "tenant:%s "
 	    "%s %s %s", LUA_SET_LIMITS, name, name, maxp, maxf);
 	if (r == NULL)
 		return err;
-	err = reply_int(r) == 1 ? REG_OK : REG_ENOTFOUND;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+		err = REG_EINTERNAL;
+	else if (reply_int(r->element[0]) != 1)
+		err = REG_ENOTFOUND;
+	else if (r->elements != 5)
+		err = REG_EINTERNAL;
+	else {
+		*max_pending = reply_int(r->element[1]);
+		*max_in_flight = reply_int(r->element[2]);
+		if (was != NULL) {
+			was[0] = reply_int(r->element[3]);
+			was[1] = reply_int(r->element[4]);
+		}
+		err = REG_OK;
+	}
 	freeReplyObject(r);
 	cache_key(key, sizeof(key), CE_TENANT, name, NULL);
 	cache_drop(reg, key);

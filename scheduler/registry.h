@@ -85,9 +85,16 @@ enum reg_err registry_tenant_get(struct registry *reg, const char *name,
 /* Every tenant, sorted by name; *out is the caller's (free()). */
 enum reg_err registry_tenant_list(struct registry *reg,
 	    struct registry_tenant **out, size_t *n);
-/* Both of the tenant's overrides at once; 0 restores the configured one. */
+/*
+ * Sets the tenant's overrides: each a value, 0 to restore the configured
+ * one, or REG_LIMIT_KEEP to leave it as it is (never written, so a change
+ * made meanwhile to it stays).  On REG_OK both hold the overrides as they
+ * now are, and was (unless NULL) as they were just before.
+ */
+#define REG_LIMIT_KEEP	(-1)
 enum reg_err registry_tenant_set_limits(struct registry *reg,
-	    const char *name, int64_t max_pending, int64_t max_in_flight);
+	    const char *name, int64_t *max_pending, int64_t *max_in_flight,
+	    int64_t was[2]);
 /* Removes the tenant, its keys and its topics (not its jobs). */
 enum reg_err registry_tenant_delete(struct registry *reg, const char *name);
 

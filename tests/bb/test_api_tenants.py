@@ -281,6 +281,39 @@ def _():
                          {"max_in_flight": 3}), 404, "tenant_not_found")
 
 
+@t.test("PATCHes of different members never undo each other: at once on "
+        "one instance, or one after the other on two")
+def _():
+    name, _ = E.tenant()
+    path = "/v1/tenants/" + name
+
+    def patch(member, v, d=E.d):
+        return lambda: d.request("PATCH", path, {member: v},
+                                 key=d.admin_key)[0]
+    fns = [patch("max_pending", 10 + i) for i in range(8)] + \
+        [patch("max_in_flight", 20 + i) for i in range(8)]
+    assert harness.at_once(fns) == [200] * 16
+    st, _, g = E.admin("GET", path)
+    assert st == 200, (st, g)
+    assert g["max_pending_override"] in range(10, 18), g
+    assert g["max_in_flight_override"] in range(20, 28), g
+    # A second instance that read the tenant a moment ago (its registry
+    # cache holds it for a second) changes the other member.
+    with harness.Retryd(redis=E.redis) as d2:
+        d2.wait_ready()
+        st, _, seen = d2.request("GET", path, key=d2.admin_key)
+        assert st == 200, (st, seen)
+        assert E.admin("PATCH", path, {"max_pending": 99})[0] == 200
+        assert patch("max_in_flight", 77, d2)() == 200
+        for d in (E.d, d2):
+            harness.wait_for(lambda: d.request(
+                "GET", path, key=d.admin_key)[2].get("max_in_flight") == 77,
+                what="the change seen by both")
+            st, _, g = d.request("GET", path, key=d.admin_key)
+            assert g["max_pending_override"] == 99, g
+            assert g["max_in_flight_override"] == 77, g
+
+
 @t.test("max_pending at creation; a batch over the quota is refused whole")
 def _():
     name, key = E.tenant(max_pending=3)

@@ -77,6 +77,8 @@ def outage(drv):
                 ("PUT", "/v1/topics/new", {}, key),
                 ("POST", "/v1/tenants", {"name": L.unique("t")},
                  d.admin_key),
+                ("PATCH", "/v1/tenants/" + name, {"max_pending": 77},
+                 d.admin_key),
             ]
             # Single pushes at once: they wait on one commit and would be
             # pushed to Redis together; all of them fail.
@@ -96,6 +98,9 @@ def outage(drv):
             assert c["scheduled"] == 5, c
             assert d.request("GET", "/v1/jobs/c-1", key=key)[0] == 404
             assert d.request("GET", "/v1/topics/new", key=key)[0] == 404
+            # The refused PATCH set its member back, and only it.
+            t_ = L.ok(d.admin("GET", "/v1/tenants/" + name), 200)
+            assert t_["max_pending_override"] is None, t_
         finally:
             out.end()
         d.wait_ready(timeout=30)
