@@ -14,10 +14,14 @@
  * Topics are also written to the journal (as the registry stores them,
  * signing secret included), in the order tenants.c uses: Redis first for a
  * put or a new secret, undone when the journal refuses (503
- * journal_unavailable); the journal first for a delete.
+ * journal_unavailable); the journal first for a delete.  A put or a new
+ * secret keeps part of the topic as Redis has it (never this instance's
+ * cached copy) and is written only if the topic is still as read
+ * (topic_write).
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,7 +266,8 @@ journal_topic(struct api_ctx *ctx, const struct registry_topic *t)
 
 /*
  * The journal refused t, just put in Redis: put back old (NULL: t was new,
- * delete it) and answer 503.
+ * delete it) and answer 503.  old goes back only over t itself: a change
+ * made since by another instance stays.
  */
 static void
 journal_refused(struct api_req *req, enum jrnl_err je,
@@ -270,10 +275,16 @@ journal_refused(struct api_req *req, enum jrnl_err je,
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	enum reg_err e;
+	char *mine;
 	int created;
 
-	e = old != NULL ? registry_topic_put(ctx->reg, old, old->updated_ms,
-	    &created) : registry_topic_delete(ctx->reg, t->tenant, t->name);
+	if (old != NULL) {
+		mine = registry_topic_json(t);
+		e = registry_topic_put_if(ctx->reg, old, old->updated_ms, mine,
+		    &created);
+		free(mine);
+	} else
+		e = registry_topic_delete(ctx->reg, t->tenant, t->name);
 	if (e != REG_OK)
 		log_warnx("api: topic %s/%s: cannot undo the change: %s",
 		    t->tenant, t->name, registry_strerror(e));
@@ -284,6 +295,51 @@ journal_refused(struct api_req *req, enum jrnl_err je,
 	    "changed, try again", jrnl_strerror(je));
 }
 
+/*
+ * A PUT or a rotation keeps part of the topic as it was (its secret, or
+ * all but the secret): read from Redis, changed, and written only if the
+ * topic is still as read (registry_topic_put_if), else read again, at
+ * most TOPIC_TRIES times (then 409).  topic_lock orders this instance's
+ * changes, so their journal rows are written in the order Redis took
+ * them.
+ */
+#define TOPIC_TRIES	8
+static pthread_mutex_t topic_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * Writes t (read from Redis as raw, old: NULL when new) to Redis and the
+ * journal under topic_lock.  1 when the topic changed since it was read
+ * (nothing written, nothing answered), 0 when answered: created or not
+ * with *created, -1 after an error answer.
+ */
+static int
+topic_write(struct api_req *req, struct registry_topic *t,
+    struct registry_topic *old, const char *raw, int *created)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	enum reg_err e;
+	enum jrnl_err je;
+
+	pthread_mutex_lock(&topic_lock);
+	e = registry_topic_put_if(ctx->reg, t, clock_wall_ms(), raw, created);
+	if (e == REG_ECHANGED) {
+		pthread_mutex_unlock(&topic_lock);
+		return 1;
+	}
+	if (e != REG_OK) {
+		pthread_mutex_unlock(&topic_lock);
+		api_reg_error(req, e, e == REG_ENOTFOUND ? "tenant" : "topic");
+		return -1;
+	}
+	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
+		journal_refused(req, je, t, *created ? NULL : old);
+		pthread_mutex_unlock(&topic_lock);
+		return -1;
+	}
+	pthread_mutex_unlock(&topic_lock);
+	return 0;
+}
+
 static void
 topic_put(struct api_req *req)
 {
@@ -291,33 +347,36 @@ topic_put(struct api_req *req)
 	struct registry_topic *t = NULL, *old = NULL;
 	json_object *body = NULL;
 	enum reg_err e;
-	enum jrnl_err je;
-	int created;
+	char *raw = NULL;
+	int created, tries, rc = 1;
 
 	if (api_check_topic(req, req->param[0]) == -1 ||
 	    api_body_json(req, &body) == -1)
 		goto out;
-	e = registry_topic_get(ctx->reg, req->tenant, req->param[0], &old);
-	if (e != REG_OK && e != REG_ENOTFOUND) {
-		api_reg_error(req, e, "topic");
-		goto out;
+	for (tries = 0; rc == 1 && tries < TOPIC_TRIES; tries++) {
+		registry_topic_free(old);
+		registry_topic_free(t);
+		free(raw);
+		t = NULL;
+		e = registry_topic_read(ctx->reg, req->tenant, req->param[0],
+		    &old, &raw);
+		if (e != REG_OK && e != REG_ENOTFOUND) {
+			api_reg_error(req, e, "topic");
+			goto out;
+		}
+		t = registry_topic_new();
+		snprintf(t->tenant, sizeof(t->tenant), "%s", req->tenant);
+		snprintf(t->name, sizeof(t->name), "%s", req->param[0]);
+		if (topic_from_body(req, body, t, old) == -1)
+			goto out;
+		rc = topic_write(req, t, old, raw, &created);
 	}
-	t = registry_topic_new();
-	snprintf(t->tenant, sizeof(t->tenant), "%s", req->tenant);
-	snprintf(t->name, sizeof(t->name), "%s", req->param[0]);
-	if (topic_from_body(req, body, t, old) == -1)
-		goto out;
-	e = registry_topic_put(ctx->reg, t, clock_wall_ms(), &created);
-	if (e != REG_OK) {
-		api_reg_error(req, e, e == REG_ENOTFOUND ? "tenant" : "topic");
-		goto out;
-	}
-	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
-		journal_refused(req, je, t, created ? NULL : old);
-		goto out;
-	}
-	api_reply_json(req, created ? 201 : 200, api_topic_json(t, 1));
+	if (rc == 1)
+		api_reg_error(req, REG_ECHANGED, "topic");
+	else if (rc == 0)
+		api_reply_json(req, created ? 201 : 200, api_topic_json(t, 1));
 out:
+	free(raw);
 	registry_topic_free(old);
 	registry_topic_free(t);
 	json_object_put(body);
@@ -418,35 +477,41 @@ topic_secret(struct api_req *req)
 	json_object *body = NULL;
 	const char *secret = NULL;
 	enum reg_err e;
-	enum jrnl_err je;
-	int created;
+	char *raw = NULL;
+	int created, tries, rc = 1;
 
-	if (api_topic_load(req, req->param[0], &t) == -1 ||
-	    api_topic_load(req, req->param[0], &old) == -1)
+	if (api_check_topic(req, req->param[0]) == -1)
 		goto out;
 	if (req->body.len > 0 && (api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1 ||
 	    api_json_string(req, body, "secret", "secret", REG_SECRET_MAX,
 	    &secret, NULL) == -1))
 		goto out;
-	if (secret != NULL ? registry_topic_set_secret(t, secret) == -1 :
-	    registry_topic_new_secret(t) == -1) {
-		api_error(req, 400, "invalid_field", "secret",
-		    "secret must be whsec_ and the base64 of 16 to %d bytes",
-		    REG_SECRET_RAW_MAX);
-		goto out;
+	for (tries = 0; rc == 1 && tries < TOPIC_TRIES; tries++) {
+		registry_topic_free(old);
+		registry_topic_free(t);
+		free(raw);
+		t = NULL;
+		e = registry_topic_read(ctx->reg, req->tenant, req->param[0],
+		    &old, &raw);
+		if (topic_found(req, req->param[0], e) == -1)
+			goto out;
+		t = registry_topic_dup(old);
+		if ((secret != NULL ? registry_topic_set_secret(t, secret) :
+		    registry_topic_new_secret(t)) == -1) {
+			api_error(req, 400, "invalid_field", "secret",
+			    "secret must be whsec_ and the base64 of 16 to %d "
+			    "bytes", REG_SECRET_RAW_MAX);
+			goto out;
+		}
+		rc = topic_write(req, t, old, raw, &created);
 	}
-	if ((e = registry_topic_put(ctx->reg, t, clock_wall_ms(),
-	    &created)) != REG_OK) {
-		api_reg_error(req, e, "topic");
-		goto out;
-	}
-	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
-		journal_refused(req, je, t, old);
-		goto out;
-	}
-	api_reply_json(req, 200, api_topic_json(t, 1));
+	if (rc == 1)
+		api_reg_error(req, REG_ECHANGED, "topic");
+	else if (rc == 0)
+		api_reply_json(req, 200, api_topic_json(t, 1));
 out:
+	free(raw);
 	registry_topic_free(old);
 	registry_topic_free(t);
 	json_object_put(body);

@@ -538,6 +538,10 @@ api_reg_error(struct api_req *req, enum reg_err e, const char *what)
 		api_error(req, 503, "unavailable", NULL,
 		    "Redis is unavailable; try again");
 		break;
+	case REG_ECHANGED:
+		api_error(req, 409, "conflict", NULL,
+		    "the %s changed meanwhile; try again", what);
+		break;
 	default:
 		api_error(req, 500, "internal", NULL, "registry: %s",
 		    registry_strerror(e));

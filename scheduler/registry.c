@@ -86,6 +86,8 @@ registry_strerror(enum reg_err e)
 		return "invalid argument";
 	case REG_EINTERNAL:
 		return "internal error";
+	case REG_ECHANGED:
+		return "changed meanwhile";
 	}
 	return "unknown error";
 }
@@ -176,8 +178,8 @@ registry_topic_new_secret(struct registry_topic *t)
 	return 0;
 }
 
-static struct registry_topic *
-topic_dup(const struct registry_topic *src)
+struct registry_topic *
+registry_topic_dup(const struct registry_topic *src)
 {
 	struct registry_topic *t = registry_topic_new();
 	size_t i;
@@ -1079,15 +1081,23 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 /* ------------------------------------------------------------------ */
 /* Topics in Redis */
 
+/*
+ * ARGV 1 tenant, 2 topic, 3 JSON, 4 now, 5 "1" when 6 is what the topic's
+ * JSON must still be ("": no such topic), else "0".
+ */
 static const char LUA_TOPIC_PUT[] =
     "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end\n"
+    "if ARGV[5] == '1' and\n"
+    "    (redis.call('HGET', KEYS[2], ARGV[2]) or '') ~= ARGV[6] then\n"
+    "  return -2\n"
+    "end\n"
     "local new = redis.call('HSETNX', KEYS[3], ARGV[2], ARGV[4])\n"
     "redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])\n"
     "return {new, redis.call('HGET', KEYS[3], ARGV[2])}\n";
 
 enum reg_err
-registry_topic_put(struct registry *reg, struct registry_topic *t,
-    int64_t now_ms, int *created)
+registry_topic_put_if(struct registry *reg, struct registry_topic *t,
+    int64_t now_ms, const char *expect, int *created)
 {
 	char key[REG_TENANT_MAX + REG_TOPIC_MAX + 4], now[32];
 	redisReply *r;
@@ -1099,13 +1109,14 @@ registry_topic_put(struct registry *reg, struct registry_topic *t,
 	json = registry_topic_json(t);
 	snprintf(now, sizeof(now), "%" PRId64, now_ms);
 	r = registry_cmd(reg, &err, "EVAL %s 3 " P "tenants " P "topics:%s "
-	    P "topicc:%s %s %s %s %s", LUA_TOPIC_PUT, t->tenant, t->tenant,
-	    t->tenant, t->name, json, now);
+	    P "topicc:%s %s %s %s %s %s %s", LUA_TOPIC_PUT, t->tenant,
+	    t->tenant, t->tenant, t->name, json, now,
+	    expect != NULL ? "1" : "0", expect != NULL ? expect : "");
 	free(json);
 	if (r == NULL)
 		return err;
 	if (r->type == REDIS_REPLY_INTEGER)
-		err = REG_ENOTFOUND;
+		err = r->integer == -2 ? REG_ECHANGED : REG_ENOTFOUND;
 	else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
 		*created = reply_int(r->element[0]) == 1;
 		t->created_ms = reply_int(r->element[1]);
@@ -1118,10 +1129,20 @@ registry_topic_put(struct registry *reg, struct registry_topic *t,
 	return err;
 }
 
-/* The topic from Redis: REG_OK with *out, REG_ENOTFOUND, or an error. */
+enum reg_err
+registry_topic_put(struct registry *reg, struct registry_topic *t,
+    int64_t now_ms, int *created)
+{
+	return registry_topic_put_if(reg, t, now_ms, NULL, created);
+}
+
+/*
+ * The topic from Redis: REG_OK with *out, REG_ENOTFOUND, or an error; with
+ * raw, its stored JSON too (free()), "" when there is no such topic.
+ */
 static enum reg_err
 topic_fetch(struct registry *reg, const char *tenant, const char *topic,
-    struct registry_topic **out)
+    struct registry_topic **out, char **raw)
 {
 	redisReply *r1 = NULL, *r2 = NULL;
 	enum reg_err err = REG_EINTERNAL;
@@ -1131,12 +1152,16 @@ topic_fetch(struct registry *reg, const char *tenant, const char *topic,
 	    "HGET " P "topicc:%s %s", tenant, topic)) != REG_OK)
 		goto out;
 	err = REG_EINTERNAL;
-	if (r1->type == REDIS_REPLY_NIL)
+	if (r1->type == REDIS_REPLY_NIL) {
 		err = REG_ENOTFOUND;
-	else if (r1->type == REDIS_REPLY_STRING) {
+		if (raw != NULL)
+			*raw = xstrdup("");
+	} else if (r1->type == REDIS_REPLY_STRING) {
 		*out = topic_from_json(tenant, topic, r1->str, r1->len,
 		    reply_int(r2));
 		err = *out != NULL ? REG_OK : REG_EINTERNAL;
+		if (err == REG_OK && raw != NULL)
+			*raw = xstrndup(r1->str, r1->len);
 	}
 out:
 	if (r1 != NULL)
@@ -1144,6 +1169,14 @@ out:
 	if (r2 != NULL)
 		freeReplyObject(r2);
 	return err;
+}
+
+enum reg_err
+registry_topic_read(struct registry *reg, const char *tenant,
+    const char *topic, struct registry_topic **out, char **raw)
+{
+	*raw = NULL;
+	return topic_fetch(reg, tenant, topic, out, raw);
 }
 
 /*
@@ -1161,7 +1194,7 @@ static void
 topic_answer(struct registry_topic *t, const struct topic_want *w)
 {
 	if (w->out != NULL)
-		*w->out = topic_dup(t);
+		*w->out = registry_topic_dup(t);
 	if (w->held != NULL) {
 		__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
 		*w->held = t;
@@ -1220,7 +1253,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	cache_key(key, sizeof(key), CE_TOPIC, tenant, topic);
 	if (topic_cached(reg, key, 0, w, &err))
 		return err;
-	err = topic_fetch(reg, tenant, topic, &t);
+	err = topic_fetch(reg, tenant, topic, &t, NULL);
 	if (err == REG_OK || err == REG_ENOTFOUND) {
 		if (t != NULL) {
 			t->refs = 1;	/* the cache's */

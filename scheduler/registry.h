@@ -40,6 +40,7 @@ enum reg_err {
 	REG_EUNAVAIL,		/* Redis unreachable or timed out */
 	REG_EINVAL,		/* a bad argument (caller's bug) */
 	REG_EINTERNAL,		/* unexpected reply: logged */
+	REG_ECHANGED,		/* changed since it was read (put_if) */
 };
 
 const char *registry_strerror(enum reg_err e);
@@ -152,6 +153,8 @@ struct registry_topic {
 struct registry_topic *registry_topic_new(void);
 /* Frees every member, wipes the secret.  Accepts NULL. */
 void	registry_topic_free(struct registry_topic *t);
+/* A copy of t (its own callback URL and headers). */
+struct registry_topic *registry_topic_dup(const struct registry_topic *t);
 /* Appends a copy of name: value (the caller validated them). */
 void	registry_topic_add_header(struct registry_topic *t, const char *name,
 	    const char *value);
@@ -170,6 +173,22 @@ int	registry_topic_new_secret(struct registry_topic *t);
  */
 enum reg_err registry_topic_put(struct registry *reg,
 	    struct registry_topic *t, int64_t now_ms, int *created);
+/*
+ * registry_topic_put, made only while the topic's stored JSON is still
+ * expect (as registry_topic_read gave it; "" for no such topic), else
+ * REG_ECHANGED and nothing written: the read-modify-write of a change
+ * that keeps part of the topic (its secret, its settings) never undoes a
+ * change made since the read, on this instance or another.
+ */
+enum reg_err registry_topic_put_if(struct registry *reg,
+	    struct registry_topic *t, int64_t now_ms, const char *expect,
+	    int *created);
+/*
+ * The topic as Redis has it now, never a cached copy, and its stored JSON
+ * in *raw (free(); "" with REG_ENOTFOUND) for registry_topic_put_if.
+ */
+enum reg_err registry_topic_read(struct registry *reg, const char *tenant,
+	    const char *topic, struct registry_topic **out, char **raw);
 /* A copy of the topic (the caller's, registry_topic_free()). */
 enum reg_err registry_topic_get(struct registry *reg, const char *tenant,
 	    const char *topic, struct registry_topic **out);

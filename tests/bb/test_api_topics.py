@@ -319,6 +319,50 @@ def _():
     assert st == 201 and b["secret"] == mine
 
 
+@t.test("a PUT keeps a secret rotated a moment ago on another instance, a "
+        "rotation keeps settings put there, and never brings back a topic "
+        "deleted there")
+def _():
+    q = E.topic(KEY, callback_url=URL, ttr_ms=5000)["name"]
+    path = "/v1/topics/" + q
+    with harness.Retryd(redis=E.redis) as d2:
+        d2.wait_ready()
+
+        def here():
+            """The topic as this instance reads it now (its registry
+            cache holds it for a second)."""
+            st, _, b = E.req("GET", path, key=KEY)
+            assert st == 200, (st, b)
+            return b
+        here()
+        st, _, rot = d2.request("POST", path + "/secret", key=KEY)
+        assert st == 200, (st, rot)
+        st, _, b = E.req("PUT", path, {"callback_url": URL, "ttr_ms": 6000},
+                         key=KEY)
+        assert st == 200 and b["secret"] == rot["secret"], (b, rot)
+        assert b["ttr_ms"] == 6000, b
+        # The other way round: settings put there, a rotation here.
+        here()
+        st, _, b = d2.request("PUT", path, {"callback_url": URL,
+                                            "ttr_ms": 7000}, key=KEY)
+        assert st == 200 and b["ttr_ms"] == 7000, (st, b)
+        st, _, rot = E.req("POST", path + "/secret", key=KEY)
+        assert st == 200 and rot["ttr_ms"] == 7000, (st, rot)
+        for d in (E.d, d2):
+            harness.wait_for(lambda: d.request("GET", path, key=KEY)[2].get(
+                "secret") == rot["secret"], what="the last secret")
+            g = d.request("GET", path, key=KEY)[2]
+            assert g["ttr_ms"] == 7000, g
+        # Deleted there: a rotation here finds no topic.
+        here()
+        assert d2.request("DELETE", path, key=KEY)[0] == 204
+        expect_error(E.req("POST", path + "/secret", key=KEY), 404,
+                     "topic_not_found")
+        assert d2.request("GET", path, key=KEY)[0] == 404
+        harness.wait_for(lambda: E.req("GET", path, key=KEY)[0] == 404,
+                         what="the delete seen here")
+
+
 @t.test("end to end: a push topic's callback arrives signed with its secret")
 def _():
     rcv = harness.Receiver(script="200")
