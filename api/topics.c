@@ -340,10 +340,25 @@ topic_write(struct api_req *req, struct registry_topic *t,
 	return 0;
 }
 
+/*
+ * Drops what an earlier try read and made (*old, *t, *raw), and reads the
+ * request's topic from Redis again into *old and *raw.
+ */
+static enum reg_err
+topic_reread(struct api_req *req, struct registry_topic **old,
+    struct registry_topic **t, char **raw)
+{
+	registry_topic_free(*old);
+	registry_topic_free(*t);
+	free(*raw);
+	*old = *t = NULL;
+	return registry_topic_read(api_ctx_of(req)->reg, req->tenant,
+	    req->param[0], old, raw);
+}
+
 static void
 topic_put(struct api_req *req)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_topic *t = NULL, *old = NULL;
 	json_object *body = NULL;
 	enum reg_err e;
@@ -354,12 +369,7 @@ topic_put(struct api_req *req)
 	    api_body_json(req, &body) == -1)
 		goto out;
 	for (tries = 0; rc == 1 && tries < TOPIC_TRIES; tries++) {
-		registry_topic_free(old);
-		registry_topic_free(t);
-		free(raw);
-		t = NULL;
-		e = registry_topic_read(ctx->reg, req->tenant, req->param[0],
-		    &old, &raw);
+		e = topic_reread(req, &old, &t, &raw);
 		if (e != REG_OK && e != REG_ENOTFOUND) {
 			api_reg_error(req, e, "topic");
 			goto out;
@@ -472,7 +482,6 @@ static void
 topic_secret(struct api_req *req)
 {
 	static const char *const allowed[] = { "secret", NULL };
-	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_topic *t = NULL, *old = NULL;
 	json_object *body = NULL;
 	const char *secret = NULL;
@@ -488,12 +497,7 @@ topic_secret(struct api_req *req)
 	    &secret, NULL) == -1))
 		goto out;
 	for (tries = 0; rc == 1 && tries < TOPIC_TRIES; tries++) {
-		registry_topic_free(old);
-		registry_topic_free(t);
-		free(raw);
-		t = NULL;
-		e = registry_topic_read(ctx->reg, req->tenant, req->param[0],
-		    &old, &raw);
+		e = topic_reread(req, &old, &t, &raw);
 		if (topic_found(req, req->param[0], e) == -1)
 			goto out;
 		t = registry_topic_dup(old);
