@@ -13,6 +13,7 @@
 
 #define API_JOB_ID_BUF	(API_JOB_ID_MAX + 1)
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -167,6 +168,14 @@ void	api_journal_refused(struct api_req *req, const char *tenant,
 void	api_quota_refund(const char *tenant, size_t n);
 /* The tenant's count is read again (its jobs were dropped). */
 void	api_quota_forget(const char *tenant);
+/*
+ * Locks and returns the write lock of a tenant (topic NULL) or topic: a
+ * change of it in Redis and its journal row are made under it (a delete's
+ * journal row and Redis removal too), so this instance journals the
+ * changes of one entry in the order Redis took them, and never between a
+ * delete's two writes.  pthread_mutex_unlock() it.
+ */
+pthread_mutex_t *api_write_lock(const char *tenant, const char *topic);
 /*
  * Drops the jobs of a deleted topic (NULL: of every topic of the tenant)
  * from the scheduler: 0, or -1 after answering the error.

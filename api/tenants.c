@@ -322,13 +322,11 @@ patch_int(struct api_req *req, json_object *body, const char *name,
 /*
  * A PATCH writes only the members its body names (the registry's script
  * reads the others as they are in Redis, not as this instance cached
- * them), and journals both as they then are.  patch_lock orders this
- * instance's PATCHes, so their journal rows are written in the order
- * their changes were made; PATCHes made at the same moment on two
- * instances can still journal out of order (docs/internals/API.md).
+ * them), and journals both as they then are, under the tenant's write
+ * lock (api_write_lock), so this instance journals its PATCHes of a tenant
+ * in the order they changed Redis; PATCHes made at the same moment on two
+ * instances can still journal out of order (docs/internals/JOURNAL.md).
  */
-static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static void
 tenant_patch(struct api_req *req)
 {
@@ -341,6 +339,7 @@ tenant_patch(struct api_req *req)
 	int64_t undop, undof;
 	enum reg_err e;
 	enum jrnl_err je;
+	pthread_mutex_t *lock;
 
 	if (load_tenant(req, &t) == -1 || api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1)
@@ -350,13 +349,13 @@ tenant_patch(struct api_req *req)
 	    patch_int(req, body, "max_in_flight", MAX_IN_FLIGHT_LIMIT,
 	    &maxf) == -1)
 		goto out;
-	pthread_mutex_lock(&patch_lock);
+	lock = api_write_lock(t.name, NULL);
 	/* What to set back should the journal refuse: the members named. */
 	undop = maxp == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : 0;
 	undof = maxf == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : 0;
 	e = registry_tenant_set_limits(ctx->reg, t.name, &maxp, &maxf, was);
 	if (e != REG_OK) {
-		pthread_mutex_unlock(&patch_lock);
+		pthread_mutex_unlock(lock);
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
@@ -370,11 +369,11 @@ tenant_patch(struct api_req *req)
 		    &undop, &undof, NULL)) != REG_OK)
 			log_warnx("api: tenant %s: cannot undo the limits' "
 			    "change: %s", t.name, registry_strerror(e));
-		pthread_mutex_unlock(&patch_lock);
+		pthread_mutex_unlock(lock);
 		journal_refused(req, je, "tenant", t.name);
 		goto out;
 	}
-	pthread_mutex_unlock(&patch_lock);
+	pthread_mutex_unlock(lock);
 	/* This instance at once; the others at their next timer pass. */
 	disp_tenant_set_cap(ctx->disp, t.name, (int)maxf);
 	if ((e = registry_tenant_get(ctx->reg, t.name, &t)) != REG_OK) {
@@ -416,6 +415,41 @@ api_unfinished_guard(struct api_req *req, const char *tenant,
 	return -1;
 }
 
+/*
+ * WRITE_LOCKS stripes, a tenant's (topic NULL) or topic's by a hash of its
+ * name: entries of different tenants seldom share one, so a slow write of
+ * one never holds up another's.
+ */
+#define WRITE_LOCKS	64
+static pthread_mutex_t write_locks[WRITE_LOCKS];
+static pthread_once_t write_locks_once = PTHREAD_ONCE_INIT;
+
+static void
+write_locks_init(void)
+{
+	size_t i;
+
+	for (i = 0; i < WRITE_LOCKS; i++)
+		pthread_mutex_init(&write_locks[i], NULL);
+}
+
+pthread_mutex_t *
+api_write_lock(const char *tenant, const char *topic)
+{
+	pthread_mutex_t *m;
+	uint32_t h;
+
+	pthread_once(&write_locks_once, write_locks_init);
+	h = crc32_update(0, tenant, strlen(tenant));
+	if (topic != NULL) {
+		h = crc32_update(h, "/", 1);
+		h = crc32_update(h, topic, strlen(topic));
+	}
+	m = &write_locks[h % WRITE_LOCKS];
+	pthread_mutex_lock(m);
+	return m;
+}
+
 int
 api_drop_jobs(struct api_req *req, const char *tenant, const char *topic)
 {
@@ -444,6 +478,7 @@ tenant_delete(struct api_req *req)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
+	pthread_mutex_t *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
@@ -451,10 +486,13 @@ tenant_delete(struct api_req *req)
 	    api_unfinished_guard(req, t.name, NULL) == -1)
 		return;
 	/* The journal first: it also cancels the tenant's unfinished jobs
-	 * there, so a restore brings none of them back. */
+	 * there, so a restore brings none of them back.  A PATCH here waits
+	 * (the lock) until the registry has let the tenant go. */
+	lock = api_write_lock(t.name, NULL);
 	if (ctx->jrnl != NULL &&
 	    (je = jrnl_delete_tenant(ctx->jrnl, t.name)) != JRNL_OK &&
 	    je != JRNL_ENOTFOUND) {
+		pthread_mutex_unlock(lock);
 		journal_refused(req, je, "tenant", t.name);
 		return;
 	}
@@ -464,10 +502,13 @@ tenant_delete(struct api_req *req)
 	 * queues a transition per job it took: the journal's rows of the
 	 * tenant go again once those are written, or they would stay as
 	 * rows of no job, read by a tenant made again with the name. */
-	if (api_drop_jobs(req, t.name, NULL) == -1)
+	if (api_drop_jobs(req, t.name, NULL) == -1) {
+		pthread_mutex_unlock(lock);
 		return;
+	}
 	if (ctx->jrnl != NULL &&
 	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, t.name)) != JRNL_OK) {
+		pthread_mutex_unlock(lock);
 		log_warnx("api: journal: tenant %s not deleted: %s", t.name,
 		    jrnl_strerror(je));
 		api_error(req, 503, "journal_unavailable", NULL,
@@ -476,7 +517,9 @@ tenant_delete(struct api_req *req)
 		    "try again", jrnl_strerror(je));
 		return;
 	}
-	if ((e = registry_tenant_delete(ctx->reg, t.name)) != REG_OK) {
+	e = registry_tenant_delete(ctx->reg, t.name);
+	pthread_mutex_unlock(lock);
+	if (e != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		return;
 	}

@@ -299,44 +299,45 @@ journal_refused(struct api_req *req, enum jrnl_err je,
  * A PUT or a rotation keeps part of the topic as it was (its secret, or
  * all but the secret): read from Redis, changed, and written only if the
  * topic is still as read (registry_topic_put_if), else read again, at
- * most TOPIC_TRIES times (then 409).  topic_lock orders this instance's
- * changes, so their journal rows are written in the order Redis took
- * them.
+ * most TOPIC_TRIES times (then 409).  The topic's write lock
+ * (api_write_lock) orders this instance's changes of it, so their journal
+ * rows are written in the order Redis took them, and keeps them out of a
+ * delete's two writes.
  */
 #define TOPIC_TRIES	8
-static pthread_mutex_t topic_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * Writes t (read from Redis as raw, old: NULL when new) to Redis and the
- * journal under topic_lock.  1 when the topic changed since it was read
- * (nothing written, nothing answered), 0 when answered: created or not
- * with *created, -1 after an error answer.
+ * journal under the topic's write lock.  1 when the topic changed since
+ * it was read (nothing written, nothing answered), 0 when answered:
+ * created or not with *created, -1 after an error answer.
  */
 static int
 topic_write(struct api_req *req, struct registry_topic *t,
     struct registry_topic *old, const char *raw, int *created)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
+	pthread_mutex_t *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
-	pthread_mutex_lock(&topic_lock);
+	lock = api_write_lock(t->tenant, t->name);
 	e = registry_topic_put_if(ctx->reg, t, clock_wall_ms(), raw, created);
 	if (e == REG_ECHANGED) {
-		pthread_mutex_unlock(&topic_lock);
+		pthread_mutex_unlock(lock);
 		return 1;
 	}
 	if (e != REG_OK) {
-		pthread_mutex_unlock(&topic_lock);
+		pthread_mutex_unlock(lock);
 		api_reg_error(req, e, e == REG_ENOTFOUND ? "tenant" : "topic");
 		return -1;
 	}
 	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
 		journal_refused(req, je, t, *created ? NULL : old);
-		pthread_mutex_unlock(&topic_lock);
+		pthread_mutex_unlock(lock);
 		return -1;
 	}
-	pthread_mutex_unlock(&topic_lock);
+	pthread_mutex_unlock(lock);
 	return 0;
 }
 
@@ -446,6 +447,7 @@ topic_delete(struct api_req *req)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_topic *t;
+	pthread_mutex_t *lock = NULL;
 	enum reg_err e;
 	enum jrnl_err je;
 
@@ -454,7 +456,9 @@ topic_delete(struct api_req *req)
 	if (api_unfinished_guard(req, req->tenant, t->name) == -1)
 		goto out;
 	/* The journal first (it cancels the topic's unfinished jobs there
-	 * too), so a restore never brings back what a 204 removed. */
+	 * too), so a restore never brings back what a 204 removed; a PUT or
+	 * rotation here waits (the lock) until the registry has let go. */
+	lock = api_write_lock(req->tenant, t->name);
 	if (ctx->jrnl != NULL && (je = jrnl_delete_topic(ctx->jrnl,
 	    req->tenant, t->name)) != JRNL_OK && je != JRNL_ENOTFOUND) {
 		log_warnx("api: journal: topic %s/%s not deleted: %s",
@@ -470,11 +474,15 @@ topic_delete(struct api_req *req)
 	if (api_drop_jobs(req, req->tenant, t->name) == -1)
 		goto out;
 	e = registry_topic_delete(ctx->reg, req->tenant, t->name);
+	pthread_mutex_unlock(lock);
+	lock = NULL;
 	if (e != REG_OK)
 		api_reg_error(req, e, "topic");
 	else if (api_drop_jobs(req, req->tenant, t->name) == 0)
 		api_reply_empty(req, 204);
 out:
+	if (lock != NULL)
+		pthread_mutex_unlock(lock);
 	registry_topic_free(t);
 }
 
