@@ -68,6 +68,7 @@ struct registry {
 	pthread_mutex_t		 lock;	/* guards the cache */
 	struct centry		*bucket[CACHE_BUCKETS];
 	size_t			 nentries;
+	uint64_t		 gen;	/* bumped by each drop (cache_put) */
 };
 
 const char *
@@ -352,7 +353,20 @@ registry_flush_cache(struct registry *reg)
 {
 	pthread_mutex_lock(&reg->lock);
 	cache_clear_locked(reg);
+	reg->gen++;
 	pthread_mutex_unlock(&reg->lock);
+}
+
+/* The drops made so far, for a cache_put() after a read of Redis. */
+static uint64_t
+cache_gen(struct registry *reg)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&reg->lock);
+	g = reg->gen;
+	pthread_mutex_unlock(&reg->lock);
+	return g;
 }
 
 /* The entry for key, expired or not; the lock is held. */
@@ -368,15 +382,23 @@ cache_find_locked(struct registry *reg, const char *key)
 	return NULL;
 }
 
-/* Insert e (the cache takes it), replacing any entry with its key. */
+/*
+ * Insert e (the cache takes it), replacing any entry with its key.  e was
+ * read from Redis after cache_gen() gave gen: if a write dropped entries
+ * since, e may be older than that write, so it goes in expired (a lookup
+ * reads Redis again; only a Redis outage serves it, as any expired entry).
+ * So a read on this instance never holds a value its own write replaced.
+ */
 static void
-cache_put(struct registry *reg, struct centry *e)
+cache_put(struct registry *reg, struct centry *e, uint64_t gen)
 {
 	struct centry **pp, *old;
 	uint32_t b = bucket_of(e->key);
 
 	e->expires_mono_us = clock_mono_us() + reg->ttl_us;
 	pthread_mutex_lock(&reg->lock);
+	if (reg->gen != gen)
+		e->expires_mono_us = 0;
 	for (pp = &reg->bucket[b]; *pp != NULL; pp = &(*pp)->next)
 		if (strcmp((*pp)->key, e->key) == 0) {
 			old = *pp;
@@ -403,6 +425,7 @@ cache_drop_if(struct registry *reg, int (*match)(const struct centry *,
 	size_t i;
 
 	pthread_mutex_lock(&reg->lock);
+	reg->gen++;
 	for (i = 0; i < CACHE_BUCKETS; i++)
 		for (pp = &reg->bucket[i]; (e = *pp) != NULL;) {
 			if (match(e, arg)) {
@@ -421,6 +444,7 @@ cache_drop(struct registry *reg, const char *key)
 	struct centry **pp, *e;
 
 	pthread_mutex_lock(&reg->lock);
+	reg->gen++;
 	for (pp = &reg->bucket[bucket_of(key)];
 	    (e = *pp) != NULL; pp = &e->next)
 		if (strcmp(e->key, key) == 0) {
@@ -720,6 +744,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 	struct centry *e;
 	enum reg_err err = REG_EINTERNAL;
 	char key[REG_TENANT_MAX + 3];
+	uint64_t gen;
 	int found;
 
 	cache_key(key, sizeof(key), CE_TENANT, name, NULL);
@@ -732,6 +757,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 		pthread_mutex_unlock(&reg->lock);
 		return found ? REG_OK : REG_ENOTFOUND;
 	}
+	gen = reg->gen;
 	pthread_mutex_unlock(&reg->lock);
 
 	if ((err = fetch_two(reg, &r1, &r2, "HMGET " P "tenant:%s created_ms "
@@ -755,7 +781,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 		*out = e->t;
 	}
 	err = e->found ? REG_OK : REG_ENOTFOUND;
-	cache_put(reg, e);
+	cache_put(reg, e, gen);
 out:
 	if (r1 != NULL)
 		freeReplyObject(r1);
@@ -1041,6 +1067,7 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 	redisReply *r;
 	enum reg_err err;
 	const char *sp;
+	uint64_t gen;
 	int found;
 
 	hex_encode(h, SHA256_LEN, hex);
@@ -1056,6 +1083,7 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 		pthread_mutex_unlock(&reg->lock);
 		return found ? REG_OK : REG_ENOTFOUND;
 	}
+	gen = reg->gen;
 	pthread_mutex_unlock(&reg->lock);
 
 	if ((r = registry_cmd(reg, &err, "HGET " P "keys %s", hex)) == NULL)
@@ -1074,7 +1102,7 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 	}
 	err = e->found ? REG_OK : REG_ENOTFOUND;
 	freeReplyObject(r);
-	cache_put(reg, e);
+	cache_put(reg, e, gen);
 	return err;
 }
 
@@ -1243,6 +1271,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	struct registry_topic *t = NULL;
 	struct centry *e;
 	enum reg_err err;
+	uint64_t gen;
 
 	if (w->out != NULL)
 		*w->out = NULL;
@@ -1253,6 +1282,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	cache_key(key, sizeof(key), CE_TOPIC, tenant, topic);
 	if (topic_cached(reg, key, 0, w, &err))
 		return err;
+	gen = cache_gen(reg);
 	err = topic_fetch(reg, tenant, topic, &t, NULL);
 	if (err == REG_OK || err == REG_ENOTFOUND) {
 		if (t != NULL) {
@@ -1262,7 +1292,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 		e = centry_new(CE_TOPIC, tenant, topic);
 		e->found = t != NULL;
 		e->topic = t;
-		cache_put(reg, e);
+		cache_put(reg, e, gen);
 		return err;
 	}
 	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err))

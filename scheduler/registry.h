@@ -8,8 +8,10 @@
  * the lower-case hex SHA-256 of each, which is also how a request's key is
  * looked up.  Reads go through a cache with a short TTL (cache_ttl_ms,
  * default 1 s); a change made through this process invalidates its entries
- * at once, other instances see it when their entry expires.  So a revoked
- * key may keep working on another instance for up to the TTL.
+ * at once (and a read of Redis that raced with it is cached expired, so it
+ * cannot bring the old value back), other instances see it when their
+ * entry expires.  So a revoked key may keep working on another instance
+ * for up to the TTL.
  *
  * Threading: every function may be called from any thread.
  * Ownership: strings passed in are copied or used during the call only;
