@@ -335,8 +335,7 @@ tenant_patch(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
 	json_object *body = NULL;
-	int64_t maxp = REG_LIMIT_KEEP, maxf = REG_LIMIT_KEEP, was[2];
-	int64_t undop, undof;
+	int64_t maxp = REG_LIMIT_KEEP, maxf = REG_LIMIT_KEEP, now[2], was[2];
 	enum reg_err e;
 	enum jrnl_err je;
 	pthread_mutex_t *lock;
@@ -350,23 +349,19 @@ tenant_patch(struct api_req *req)
 	    &maxf) == -1)
 		goto out;
 	lock = api_write_lock(t.name, NULL);
-	/* What to set back should the journal refuse: the members named. */
-	undop = maxp == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : 0;
-	undof = maxf == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : 0;
-	e = registry_tenant_set_limits(ctx->reg, t.name, &maxp, &maxf, was);
+	e = registry_tenant_set_limits(ctx->reg, t.name, maxp, maxf, now, was);
 	if (e != REG_OK) {
 		pthread_mutex_unlock(lock);
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
-	if ((je = journal_tenant(ctx, t.name, t.created_ms, maxp, maxf)) !=
-	    JRNL_OK) {
-		if (undop != REG_LIMIT_KEEP)
-			undop = was[0];
-		if (undof != REG_LIMIT_KEEP)
-			undof = was[1];
+	if ((je = journal_tenant(ctx, t.name, t.created_ms, now[0],
+	    now[1])) != JRNL_OK) {
+		/* The members named go back to what they were. */
 		if ((e = registry_tenant_set_limits(ctx->reg, t.name,
-		    &undop, &undof, NULL)) != REG_OK)
+		    maxp == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : was[0],
+		    maxf == REG_LIMIT_KEEP ? REG_LIMIT_KEEP : was[1], NULL,
+		    NULL)) != REG_OK)
 			log_warnx("api: tenant %s: cannot undo the limits' "
 			    "change: %s", t.name, registry_strerror(e));
 		pthread_mutex_unlock(lock);
@@ -375,7 +370,7 @@ tenant_patch(struct api_req *req)
 	}
 	pthread_mutex_unlock(lock);
 	/* This instance at once; the others at their next timer pass. */
-	disp_tenant_set_cap(ctx->disp, t.name, (int)maxf);
+	disp_tenant_set_cap(ctx->disp, t.name, (int)now[1]);
 	if ((e = registry_tenant_get(ctx->reg, t.name, &t)) != REG_OK) {
 		api_reg_error(req, e, "tenant");
 		goto out;

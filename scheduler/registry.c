@@ -871,14 +871,15 @@ limit_arg(char out[32], int64_t v)
 
 enum reg_err
 registry_tenant_set_limits(struct registry *reg, const char *name,
-    int64_t *max_pending, int64_t *max_in_flight, int64_t was[2])
+    int64_t max_pending, int64_t max_in_flight, int64_t now[2],
+    int64_t was[2])
 {
 	char key[REG_TENANT_MAX + 3], maxp[32], maxf[32];
 	redisReply *r;
 	enum reg_err err;
 
-	if (limit_arg(maxp, *max_pending) == -1 ||
-	    limit_arg(maxf, *max_in_flight) == -1)
+	if (limit_arg(maxp, max_pending) == -1 ||
+	    limit_arg(maxf, max_in_flight) == -1)
 		return REG_EINVAL;
 	r = registry_cmd(reg, &err, "EVAL %s 2 " P "tenants " P "tenant:%s "
 	    "%s %s %s", LUA_SET_LIMITS, name, name, maxp, maxf);
@@ -891,8 +892,10 @@ registry_tenant_set_limits(struct registry *reg, const char *name,
 	else if (r->elements != 5)
 		err = REG_EINTERNAL;
 	else {
-		*max_pending = reply_int(r->element[1]);
-		*max_in_flight = reply_int(r->element[2]);
+		if (now != NULL) {
+			now[0] = reply_int(r->element[1]);
+			now[1] = reply_int(r->element[2]);
+		}
 		if (was != NULL) {
 			was[0] = reply_int(r->element[3]);
 			was[1] = reply_int(r->element[4]);

@@ -91,13 +91,13 @@ enum reg_err registry_tenant_list(struct registry *reg,
 /*
  * Sets the tenant's overrides: each a value, 0 to restore the configured
  * one, or REG_LIMIT_KEEP to leave it as it is (never written, so a change
- * made meanwhile to it stays).  On REG_OK both hold the overrides as they
- * now are, and was (unless NULL) as they were just before.
+ * made meanwhile to it stays).  On REG_OK now and was (each unless NULL)
+ * hold {max_pending, max_in_flight} as they are after and were before.
  */
 #define REG_LIMIT_KEEP	(-1)
 enum reg_err registry_tenant_set_limits(struct registry *reg,
-	    const char *name, int64_t *max_pending, int64_t *max_in_flight,
-	    int64_t was[2]);
+	    const char *name, int64_t max_pending, int64_t max_in_flight,
+	    int64_t now[2], int64_t was[2]);
 /* Removes the tenant, its keys and its topics (not its jobs). */
 enum reg_err registry_tenant_delete(struct registry *reg, const char *name);
 
