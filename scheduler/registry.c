@@ -357,18 +357,6 @@ registry_flush_cache(struct registry *reg)
 	pthread_mutex_unlock(&reg->lock);
 }
 
-/* The drops made so far, for a cache_put() after a read of Redis. */
-static uint64_t
-cache_gen(struct registry *reg)
-{
-	uint64_t g;
-
-	pthread_mutex_lock(&reg->lock);
-	g = reg->gen;
-	pthread_mutex_unlock(&reg->lock);
-	return g;
-}
-
 /* The entry for key, expired or not; the lock is held. */
 static struct centry *
 cache_find_locked(struct registry *reg, const char *key)
@@ -384,10 +372,11 @@ cache_find_locked(struct registry *reg, const char *key)
 
 /*
  * Insert e (the cache takes it), replacing any entry with its key.  e was
- * read from Redis after cache_gen() gave gen: if a write dropped entries
- * since, e may be older than that write, so it goes in expired (a lookup
- * reads Redis again; only a Redis outage serves it, as any expired entry).
- * So a read on this instance never holds a value its own write replaced.
+ * read from Redis after a miss that saw reg->gen at gen: if a write dropped
+ * entries since, e may be older than that write, so it goes in expired (a
+ * lookup reads Redis again; only a Redis outage serves it, as any expired
+ * entry).  So a read on this instance never holds a value its own write
+ * replaced.
  */
 static void
 cache_put(struct registry *reg, struct centry *e, uint64_t gen)
@@ -1241,17 +1230,20 @@ topic_answer(struct registry_topic *t, const struct topic_want *w)
 
 /*
  * From the cache, or Redis then the cache.  Answers as w asks when
- * found.  stale != 0 accepts an expired entry.
+ * found.  stale != 0 accepts an expired entry.  On a miss, *gen (unless
+ * NULL) is the cache's generation for the cache_put() after the read.
  */
 static int
 topic_cached(struct registry *reg, const char *key, int stale,
-    const struct topic_want *w, enum reg_err *err)
+    const struct topic_want *w, enum reg_err *err, uint64_t *gen)
 {
 	struct centry *e;
 
 	pthread_mutex_lock(&reg->lock);
 	e = cache_find_locked(reg, key);
 	if (e == NULL || (!stale && e->expires_mono_us <= clock_mono_us())) {
+		if (gen != NULL)
+			*gen = reg->gen;
 		pthread_mutex_unlock(&reg->lock);
 		return 0;
 	}
@@ -1283,9 +1275,8 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	if (strlen(tenant) > REG_TENANT_MAX || strlen(topic) > REG_TOPIC_MAX)
 		return REG_ENOTFOUND;
 	cache_key(key, sizeof(key), CE_TOPIC, tenant, topic);
-	if (topic_cached(reg, key, 0, w, &err))
+	if (topic_cached(reg, key, 0, w, &err, &gen))
 		return err;
-	gen = cache_gen(reg);
 	err = topic_fetch(reg, tenant, topic, &t, NULL);
 	if (err == REG_OK || err == REG_ENOTFOUND) {
 		if (t != NULL) {
@@ -1298,7 +1289,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 		cache_put(reg, e, gen);
 		return err;
 	}
-	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err))
+	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err, NULL))
 		return err;
 	return err;
 }
