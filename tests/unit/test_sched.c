@@ -811,6 +811,40 @@ test_push_many(void **state)
 	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
 	assert_int_equal(counts[SCHED_SCHEDULED], 62);
 
+	/*
+	 * Without bizkeys (the script writes these together at its end): an
+	 * id twice in one call is made once, the second answered as the
+	 * first; an id of another topic's job is refused, and the new job
+	 * beside it is still made.
+	 */
+	memset(p, 0, 3 * sizeof(p[0]));
+	sched_new_id(s, NULL, ids[0]);
+	for (i = 0; i < 3; i++) {
+		p[i].tenant = T_TENANT;
+		p[i].topic = "pull";
+		p[i].id = i == 2 ? first[43].id : ids[0];
+		p[i].run_at_ms = now + 60 + (int64_t)i;
+		p[i].body = "{}";
+		p[i].body_len = 2;
+	}
+	p[2].topic = "push";
+	sched_push_many(s, p, 3, res, err);
+	assert_int_equal(err[0], SCHED_OK);
+	assert_int_equal(res[0].deduplicated, 0);
+	assert_int_equal(err[1], SCHED_OK);
+	assert_int_equal(res[1].deduplicated, 1);
+	assert_string_equal(res[1].id, ids[0]);
+	assert_int_equal(res[1].run_at_ms, now + 60);
+	assert_int_equal(err[2], SCHED_ECONFLICT);
+	assert_int_equal(sched_get(s, T_TENANT, ids[0], &job), SCHED_OK);
+	assert_string_equal(job->topic, "pull");
+	assert_int_equal(job->due_ms, now + 60);
+	sched_job_free(job);
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 63);
+	assert_int_equal(sched_counts(s, T_TENANT, "push", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 0);
+
 	/* The heads: job 7 alone is due at now + 5. */
 	clock_advance_ms(5);
 	kick_wait(s);
