@@ -23,7 +23,7 @@ for i = 3, #ARGV - 1, 2 do
 end
 -- A job without a bizkey, the common case, costs no command of its own:
 -- one HMGET tells which ids exist, one HSET and one ZADD write the new.
-local ex = redis.call('HMGET', KEYS[1], unpack(ids))
+local ex = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
 local made = {}		-- id key -> record of a job new in this call
 local hset, zadd = {}, {}
 
