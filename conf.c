@@ -86,7 +86,8 @@ static const struct conf_key conf_keys[] = {
 	NUM("journal.purge_interval", CT_DURATION, journal_purge_ms, "1m",
 	    10, 3600000, 0),
 	NUM("scheduler.shards", CT_INT, sched_shards, "16", 1, 1024, 0),
-	NUM("scheduler.batch", CT_INT, sched_batch, "100", 1, 10000, 1),
+	/* At most SCHED_BATCH_MAX (scheduler/sched.h: Lua's unpack()). */
+	NUM("scheduler.batch", CT_INT, sched_batch, "100", 1, 2000, 1),
 	NUM("scheduler.sweep", CT_DURATION, sched_sweep_ms, "1s", 10, 60000,
 	    1),
 	NUM("scheduler.lease", CT_DURATION, sched_lease_ms, "5s", 100, 600000,

@@ -608,6 +608,7 @@ wire_reloaded(struct wire *w)
 	 * cached topic settings are re-read with the new defaults. */
 	registry_flush_cache(w->reg);
 	jrnl_set_retention(w->jrnl, CONF_GET(journal_retention_ms));
+	sched_set_batch(w->sched, (int)CONF_GET(sched_batch));
 }
 
 void

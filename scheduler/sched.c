@@ -115,7 +115,8 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 		    ID_MAX_SHARD + 1);
 		return NULL;
 	}
-	if (cfg->batch < 0 || cfg->batch > 10000 || cfg->sweep_ms < 0 ||
+	if (cfg->batch < 0 || cfg->batch > SCHED_BATCH_MAX ||
+	    cfg->sweep_ms < 0 ||
 	    cfg->lease_ms < 0 || cfg->retention_ms < 0 ||
 	    cfg->redis_timeout_ms < 0) {
 		snprintf(why, whylen, "a scheduler setting is out of range");
@@ -190,6 +191,13 @@ sched_quiesce(struct sched *s)
 	pthread_mutex_lock(&s->lock);
 	s->quiesced = 1;
 	pthread_mutex_unlock(&s->lock);
+}
+
+void
+sched_set_batch(struct sched *s, int batch)
+{
+	if (batch >= 1 && batch <= SCHED_BATCH_MAX)
+		__atomic_store_n(&s->cfg.batch, batch, __ATOMIC_RELAXED);
 }
 
 void
@@ -572,7 +580,7 @@ pm_calls(struct sched *s, struct pm_job **v, size_t n, struct pm_call *calls)
 {
 	size_t i, nc = 0, bytes = 0, lim;
 
-	lim = s->cfg.batch > 0 ? (size_t)s->cfg.batch : 100;
+	lim = (size_t)sched_batch(s);
 	for (i = 0; i < n; i++) {
 		if (i == 0 || !pm_same_call(v[i - 1], v[i]) ||
 		    calls[nc - 1].n >= lim ||

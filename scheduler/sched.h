@@ -142,12 +142,22 @@ struct sched_hooks {
 	void	*arg;
 };
 
+/*
+ * The most jobs one script call takes (scheduler.batch).  A script passes
+ * a call's jobs to one command as two arguments each (ids and records, or
+ * scores and ids) with Lua's unpack(), which Redis's Lua refuses past about
+ * 8000 values ("too many results to unpack"): 2000 keeps every script well
+ * under that.
+ */
+#define SCHED_BATCH_MAX	2000
+
 /* A field left 0 takes its default (shown). */
 struct sched_config {
 	const char	*redis_url;
 	int64_t		 redis_timeout_ms;	/* 2000 */
 	int		 shards;	/* per tenant, 1..ID_MAX_SHARD+1; 16 */
-	int		 batch;		/* jobs per promote call; 100 */
+	int		 batch;		/* jobs per script call, 1..
+					   SCHED_BATCH_MAX; 100 */
 	int64_t		 sweep_ms;	/* 1000 */
 	int64_t		 lease_ms;	/* 5000 */
 	int64_t		 retention_ms;	/* finished jobs stay; 7 days */
@@ -170,6 +180,8 @@ int	sched_start(struct sched *s);
 int	sched_ready(struct sched *s, char *why, size_t whylen);
 /* Stop taking new due jobs (drain); the threads keep renewing leases. */
 void	sched_quiesce(struct sched *s);
+/* A new scheduler.batch (1..SCHED_BATCH_MAX), from a reload. */
+void	sched_set_batch(struct sched *s, int batch);
 /* Stops the threads and hands the leases back. */
 void	sched_stop(struct sched *s);
 /*

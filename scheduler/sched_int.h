@@ -108,6 +108,13 @@ struct sched {
 	int64_t			 heads_ttl_us;	/* SCHED_HEADS_TTL_US */
 };
 
+/* scheduler.batch now (a reload may change it: sched_set_batch). */
+static inline int
+sched_batch(struct sched *s)
+{
+	return __atomic_load_n(&s->cfg.batch, __ATOMIC_RELAXED);
+}
+
 /* ---- record.c: ids, keys, the packed record ----------------------------- */
 
 int	sched_valid_tenant(const char *t);

@@ -597,7 +597,7 @@ sched_st_promote(struct sched *s, redisContext *c, const char *tenant,
 	redisReply *r = NULL;
 	enum sched_err e;
 
-	lld(batch, s->cfg.batch);
+	lld(batch, sched_batch(s));
 	sched_tag(tag, tenant, shard);
 	args[0] = topic;
 	args[1] = batch;
@@ -616,7 +616,7 @@ sched_st_promote_append(struct sched *s, struct sched_pipe *q,
 	char batch[24], tag[SCHED_KEY_MAX];
 	const char *args[3];
 
-	lld(batch, s->cfg.batch);
+	lld(batch, sched_batch(s));
 	sched_tag(tag, tenant, shard);
 	args[0] = topic;
 	args[1] = batch;
@@ -1015,7 +1015,7 @@ sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
 	long long moved, l;
 	size_t i;
 
-	lld(batch, s->cfg.batch);
+	lld(batch, sched_batch(s));
 	sched_tag(tag, tenant, shard);
 	args[0] = topic;
 	lens[0] = strlen(topic);
@@ -1055,7 +1055,7 @@ sched_st_purge(struct sched *s, redisContext *c, const char *tenant,
 	long long a, b;
 
 	lld(ret, s->cfg.retention_ms);
-	lld(batch, s->cfg.batch);
+	lld(batch, sched_batch(s));
 	args[0] = ret;
 	args[1] = batch;
 	e = run(s, c, SCRIPT_PURGE, tenant, shard, "jzca", NULL, 2, args, NULL,
@@ -1085,7 +1085,7 @@ sched_st_drop(struct sched *s, redisContext *c, const char *tenant,
 	long long l, next;
 	size_t i;
 
-	lld(batch, s->cfg.batch > 0 ? s->cfg.batch : 100);
+	lld(batch, sched_batch(s));
 	lld(idx, set != '\0' ? *at : 0);
 	if (set != '\0')
 		snprintf(names, sizeof(names), "jcba%c", set);

@@ -177,7 +177,7 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 	sched_key(kj, t->name, shard, "j", NULL);
 	r = sched_pool_command(s->pool, c, broken, kf,
 	    "ZRANGEBYSCORE %s -inf %lld LIMIT 0 %d", kf, (long long)now,
-	    s->cfg.batch);
+	    sched_batch(s));
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		(void)sched_reply_err(c, r, broken, "ZRANGEBYSCORE");
 		goto out;
@@ -382,7 +382,7 @@ room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
 		    s->hooks.tenant_capacity(t->name, s->hooks.arg) : INT_MAX;
 	else
 		(*rv)[*n].left = s->hooks.capacity != NULL ? s->hooks.capacity(
-		    t->name, topic, s->hooks.arg) : s->cfg.batch;
+		    t->name, topic, s->hooks.arg) : sched_batch(s);
 	(*rv)[*n].want = 0;
 	return &(*rv)[(*n)++];
 }
@@ -462,8 +462,8 @@ reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
 		n = room_part(rm);
 		if ((nt = room_part(rt)) < n)
 			n = nt;
-		if (n > s->cfg.batch)
-			n = s->cfg.batch;
+		if (n > (nt = sched_batch(s)))
+			n = nt;
 		rm->left -= n;
 		rt->left -= n;
 		if (sched_st_reserve_append(s, q, sl->t->name, sl->shard,

@@ -98,6 +98,7 @@ CONFIG_ERRORS = [
     ("this is not a setting", r"(?i)syntax|parse|expect|unexpected"),
     ('instance "x";', r"(?i)syntax|parse|expect|unexpected"),
     ("scheduler: { shards = 0; };", r"(?i)range"),
+    ("scheduler: { batch = 2001; };", r"(?i)range"),
     ('shutdown: { grace = "10parsecs"; };', r"(?i)duration"),
     ("nosuch = 1;", r"(?i)unknown.*nosuch|nosuch.*unknown"),
     ("listen = 5;", r"(?i)listen.*(string|type)|(string|type).*listen"),

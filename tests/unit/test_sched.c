@@ -855,6 +855,57 @@ test_push_many(void **state)
 }
 
 /*
+ * scheduler.batch at its most (SCHED_BATCH_MAX): 2000 jobs of one shard and
+ * topic pushed in one push_many call and promoted in one promote call, each
+ * handing all of them to one HSET and one ZADD (Lua's unpack() takes about
+ * 8000 values, so a larger batch failed every call).  A value out of range
+ * leaves the batch as it was.
+ */
+static void
+test_batch_max(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	size_t n = SCHED_BATCH_MAX, i;
+	struct sched_push *p = xcalloc(n, sizeof(*p));
+	struct sched_push_result *res = xcalloc(n, sizeof(*res));
+	enum sched_err *err = xcalloc(n, sizeof(*err));
+	char (*ids)[ID_LEN + 1] = xcalloc(n, sizeof(*ids));
+	int64_t now = clock_wall_ms(), counts[SCHED_NSTATES];
+
+	sched_set_batch(s, SCHED_BATCH_MAX);
+	sched_set_batch(s, SCHED_BATCH_MAX + 1);	/* ignored */
+	sched_set_batch(s, 0);				/* ignored */
+	for (i = 0; i < n; i++) {
+		sched_new_id(s, "same-shard", ids[i]);
+		p[i].tenant = T_TENANT;
+		p[i].topic = "pull";
+		p[i].id = ids[i];
+		p[i].run_at_ms = now + 10;
+		p[i].body = "0123456789012345678901234567890123456789";
+		p[i].body_len = 40;
+	}
+	sched_push_many(s, p, n, res, err);
+	for (i = 0; i < n; i++) {
+		assert_int_equal(err[i], SCHED_OK);
+		assert_int_equal(res[i].deduplicated, 0);
+	}
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], (int64_t)n);
+	clock_advance_ms(10);
+	kick_wait(s);
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_READY], (int64_t)n);
+	assert_int_equal(counts[SCHED_SCHEDULED], 0);
+	assert_int_equal(state_of(s, ids[0]), SCHED_READY);
+	assert_int_equal(state_of(s, ids[n - 1]), SCHED_READY);
+	free(ids);
+	free(err);
+	free(res);
+	free(p);
+}
+
+/*
  * A burst of 1000 jobs in one shard and topic is cut into calls of at most
  * scheduler.batch (100) jobs: SLOWLOG, told to log every command, shows
  * each call's argument count (no timing is looked at).
@@ -2342,6 +2393,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_push_many, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_restore_lock, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_batch_max, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_many_bounded, setup,
 		    teardown),
