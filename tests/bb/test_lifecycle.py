@@ -243,6 +243,54 @@ def _():
         assert rd.request("GET", "/healthz")[0] == 200
 
 
+def promote_batches(r):
+    """The batch argument of every promote call in r's SLOWLOG (logging
+    every command): EVALSHA sha 6 keys, then now, topic, batch, tag."""
+    out = set()
+    for e in r.cmd("SLOWLOG", "GET", "100000"):
+        a = e[3]
+        if (len(a) >= 13 and a[0].upper() == "EVALSHA" and a[2] == "6"
+                and a[4].endswith(":d:" + a[10])):
+            out.add(int(a[11]))
+    return out
+
+
+@t.test("SIGHUP applies scheduler.batch: promote calls ask for the new one")
+def _():
+    r = harness.RedisServer()
+    with harness.Retryd(redis=r,
+                        config={"scheduler": {"batch": 5}}) as rd:
+        rd.wait_ready()
+        st, _, b = rd.admin("POST", "/v1/tenants", {"name": "hup"})
+        assert st == 201, (st, b)
+        key = b["api_key"]
+        st, _, b = rd.request("PUT", "/v1/topics/q", {}, key=key)
+        assert st == 201, (st, b)
+        r.cmd("CONFIG", "SET", "slowlog-max-len", "100000")
+        r.cmd("CONFIG", "SET", "slowlog-log-slower-than", "0")
+
+        def push_and_promote(n):
+            r.cmd("SLOWLOG", "RESET")
+            st, _, b = rd.request("POST", "/v1/topics/q/jobs:batch",
+                                  {"jobs": [{"body": i} for i in range(n)]},
+                                  key=key)
+            assert st == 200, (st, b)
+
+            def ready():
+                st, _, b = rd.admin("GET", "/v1/tenants/hup")
+                return st == 200 and b["counts"]["ready"] >= n
+            harness.wait_for(ready, what="%d jobs ready" % n)
+            return promote_batches(r)
+
+        assert push_and_promote(12) == {5}
+        mark = rd.log_mark()
+        rd.write_config({"scheduler": {"batch": 7}})
+        rd.signal(signal.SIGHUP)
+        rd.wait_log(r"scheduler\.batch changed", since=mark)
+        assert push_and_promote(24) == {7}
+    r.stop()
+
+
 @t.test("SIGHUP with a changed listen says it needs a restart, keeps port")
 def _():
     with harness.Retryd(redis=redis) as rd:
