@@ -854,6 +854,24 @@ test_push_many(void **state)
 	assert_int_equal(counts[SCHED_READY], 1);
 }
 
+/* New jobs of topic "pull" all in one shard (their ids made here), due. */
+static void
+one_shard(struct sched *s, struct sched_push *p, char (*ids)[ID_LEN + 1],
+    size_t n, int64_t due, const char *body)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		sched_new_id(s, "same-shard", ids[i]);
+		p[i].tenant = T_TENANT;
+		p[i].topic = "pull";
+		p[i].id = ids[i];
+		p[i].run_at_ms = due;
+		p[i].body = body;
+		p[i].body_len = strlen(body);
+	}
+}
+
 /*
  * scheduler.batch at its most (SCHED_BATCH_MAX): 2000 jobs of one shard and
  * topic pushed in one push_many call and promoted in one promote call, each
@@ -876,15 +894,8 @@ test_batch_max(void **state)
 	sched_set_batch(s, SCHED_BATCH_MAX);
 	sched_set_batch(s, SCHED_BATCH_MAX + 1);	/* ignored */
 	sched_set_batch(s, 0);				/* ignored */
-	for (i = 0; i < n; i++) {
-		sched_new_id(s, "same-shard", ids[i]);
-		p[i].tenant = T_TENANT;
-		p[i].topic = "pull";
-		p[i].id = ids[i];
-		p[i].run_at_ms = now + 10;
-		p[i].body = "0123456789012345678901234567890123456789";
-		p[i].body_len = 40;
-	}
+	one_shard(s, p, ids, n, now + 10,
+	    "0123456789012345678901234567890123456789");
 	sched_push_many(s, p, n, res, err);
 	for (i = 0; i < n; i++) {
 		assert_int_equal(err[i], SCHED_OK);
@@ -925,15 +936,7 @@ test_push_many_bounded(void **state)
 	const char *more;
 	size_t i;
 
-	for (i = 0; i < 1000; i++) {
-		sched_new_id(s, "same-shard", ids[i]);
-		p[i].tenant = T_TENANT;
-		p[i].topic = "pull";
-		p[i].id = ids[i];
-		p[i].run_at_ms = now + 100;
-		p[i].body = "x";
-		p[i].body_len = 1;
-	}
+	one_shard(s, p, ids, 1000, now + 100, "x");
 	freeReplyObject(redisfix_cmd(&test_redis,
 	    "CONFIG SET slowlog-max-len 4096"));
 	freeReplyObject(redisfix_cmd(&test_redis,
