@@ -208,7 +208,6 @@ test_pct_decode(void **state)
 	assert_int_equal(str_hexval('G'), -1);
 }
 
-/* FNV-1a 32-bit reference values; chaining equals hashing the whole. */
 /* str_copy: snprintf(dst, size, "%s", src)'s result, cut to fit. */
 static void
 test_str_copy(void **state)
@@ -233,6 +232,7 @@ test_str_copy(void **state)
 	assert_int_equal(got[0], 'x');
 }
 
+/* FNV-1a 32-bit reference values; chaining equals hashing the whole. */
 static void
 test_str_hash(void **state)
 {
