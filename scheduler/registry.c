@@ -490,7 +490,9 @@ key_cat(char *out, size_t outlen, size_t n, const char *s, size_t len)
 
 /*
  * The cache's key of an entry, "K:a" or "K:a/b", into out (outlen > 0
- * bytes), cut to fit as snprintf would: looked up on every request.
+ * bytes), cut to fit as snprintf would: looked up on every request, and
+ * the key a miss's new entry takes (centry_new), so the two never differ.
+ * The callers refuse names too long for out.
  */
 static void
 cache_key(char *out, size_t outlen, enum centry_kind kind, const char *a,
@@ -508,13 +510,13 @@ cache_key(char *out, size_t outlen, enum centry_kind kind, const char *a,
 	out[n] = '\0';
 }
 
+/* A new entry under key (cache_key's). */
 static struct centry *
-centry_new(enum centry_kind kind, const char *a, const char *b)
+centry_new(const char *key)
 {
 	struct centry *e = xcalloc(1, sizeof(*e));
 
-	e->key = b != NULL ? xasprintf("%c:%s/%s", kind, a, b) :
-	    xasprintf("%c:%s", kind, a);
+	e->key = xstrdup(key);
 	return e;
 }
 
@@ -736,6 +738,9 @@ registry_tenant_get(struct registry *reg, const char *name,
 	uint64_t gen;
 	int found;
 
+	/* No such name can exist, and its key would be cut to another's. */
+	if (strlen(name) > REG_TENANT_MAX)
+		return REG_ENOTFOUND;
 	cache_key(key, sizeof(key), CE_TENANT, name, NULL);
 	pthread_mutex_lock(&reg->lock);
 	e = cache_find_locked(reg, key);
@@ -758,7 +763,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 		log_warnx("registry: unexpected reply to HMGET");
 		goto out;
 	}
-	e = centry_new(CE_TENANT, name, NULL);
+	e = centry_new(key);
 	e->found = r1->element[0]->type == REDIS_REPLY_STRING;
 	if (e->found) {
 		str_copy(e->t.name, sizeof(e->t.name), name);
@@ -1080,7 +1085,7 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 
 	if ((r = registry_cmd(reg, &err, "HGET " P "keys %s", hex)) == NULL)
 		return err;
-	e = centry_new(CE_KEY, hex, NULL);
+	e = centry_new(key);
 	if (r->type == REDIS_REPLY_STRING &&
 	    (sp = strchr(r->str, ' ')) != NULL &&
 	    (size_t)(sp - r->str) <= REG_TENANT_MAX &&
@@ -1283,7 +1288,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 			t->refs = 1;	/* the cache's */
 			topic_answer(t, w);
 		}
-		e = centry_new(CE_TOPIC, tenant, topic);
+		e = centry_new(key);
 		e->found = t != NULL;
 		e->topic = t;
 		cache_put(reg, e, gen);
