@@ -137,8 +137,9 @@ struct api_accept *api_accept_new(struct api_req *req, size_t n);
  * unfinished job) is answered 200 whatever the quota.
  */
 int	api_jobs_accept(struct api_req *req, struct api_accept *a);
-/* The answer of one accepted job. */
-json_object *api_job_result_json(const struct api_job_in *j);
+/* Answers status with the answer of one accepted job. */
+void	api_reply_job_result(struct api_req *req, int status,
+	    const struct api_job_in *j);
 
 /*
  * The single place where accepted jobs reach the journal ("accepted means

@@ -224,30 +224,8 @@ api_job_json(const struct sched_job *job, int with_log)
 	return o;
 }
 
-json_object *
-api_job_result_json(const struct api_job_in *j)
-{
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "id", json_object_new_string(j->res.id));
-	json_object_object_add(o, "state", json_object_new_string(
-	    sched_state_name(j->res.state)));
-	if (j->res.deduplicated) {
-		json_object_object_add(o, "deduplicated",
-		    json_object_new_boolean(1));
-		json_object_object_add(o, "next_attempt_ms",
-		    json_object_new_int64(j->res.run_at_ms));
-	} else {
-		json_object_object_add(o, "run_at_ms",
-		    json_object_new_int64(j->due_ms));
-		json_object_object_add(o, "next_attempt_ms",
-		    json_object_new_int64(j->run_at_ms));
-	}
-	return o;
-}
-
 /*
- * What api_job_result_json() prints, with ,"status":N before the closing
+ * The answer of one accepted job, with ,"status":N before the closing
  * brace when status is not 0, appended to b without json-c (a batch
  * answers a thousand of these).  b has room for API_RESULT_MAX more.
  */
@@ -266,6 +244,18 @@ job_result_put(struct buf *b, const struct api_job_in *j, int status)
 	if (status != 0)
 		api_put_int(b, ",\"status\":", status);
 	buf_append(b, "}", 1);
+}
+
+void
+api_reply_job_result(struct api_req *req, int status,
+    const struct api_job_in *j)
+{
+	struct buf b;
+
+	buf_init(&b, API_RESULT_MAX);
+	job_result_put(&b, j, 0);
+	api_reply(req, status, "application/json", b.data, b.len);
+	buf_free(&b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1438,14 +1428,9 @@ job_push(struct api_req *req)
 	if (api_jobs_accept(req, a) != 0)
 		return;
 	j = &a->jobs[0];
-	if (j->status == 201 || j->status == 200) {
-		struct buf b;
-
-		buf_init(&b, API_RESULT_MAX);
-		job_result_put(&b, j, 0);
-		api_reply(req, j->status, "application/json", b.data, b.len);
-		buf_free(&b);
-	} else if (j->status == 409)
+	if (j->status == 201 || j->status == 200)
+		api_reply_job_result(req, j->status, j);
+	else if (j->status == 409)
 		api_error(req, 409, "conflict", "bizkey",
 		    "the job conflicts with an existing one");
 	else

@@ -45,7 +45,6 @@ static void
 push(struct api_req *req)
 {
 	struct api_accept *a = req->state;
-	json_object *o;
 	const char *topic = NULL;
 	int present;
 
@@ -77,8 +76,7 @@ push(struct api_req *req)
 		    SCHED_EUNAVAIL : SCHED_EINTERNAL, "job");
 		return;
 	}
-	o = api_job_result_json(&a->jobs[0]);
-	api_reply_json(req, 200, o);
+	api_reply_job_result(req, 200, &a->jobs[0]);
 }
 
 /* The id query argument: 0, or -1 after answering 400. */
