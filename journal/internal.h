@@ -68,7 +68,7 @@ typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
  * statement's halt) is shared and each index insert after the first finds
  * its cursor already at the end (ids grow).
  */
-#define JRNL_JOB_COLS		16
+#define JRNL_JOB_COLS		17
 #define JRNL_TRANS_COLS		13
 #define JRNL_PUT_SIZES		6
 #define JRNL_PUT_ROWS_MAX	(1 << (JRNL_PUT_SIZES - 1))
@@ -148,7 +148,7 @@ extern const struct jrnl_driver jrnl_sqlite_driver;
 extern const struct jrnl_driver jrnl_mysql_driver;
 
 /* schema.c */
-#define JRNL_SCHEMA_VERSION	4
+#define JRNL_SCHEMA_VERSION	5
 
 const char *jrnl_sql(enum jrnl_kind kind, int id);
 /*

@@ -66,6 +66,11 @@ struct jrnl_config {
 /*
  * A job.  On input state NULL means "scheduled", updated_ms 0 means
  * created_ms, and finished_ms is ignored (derived from the state).
+ * version orders the job's transitions (see struct jrnl_transition): the
+ * number of journaled changes Redis had made to the job when the row was
+ * written.  A push's put passes 0 (no change yet), a put that writes the
+ * row again from Redis the version Redis holds; a put that replaces a row
+ * replaces its version too.  On output, the row's.
  */
 struct jrnl_job {
 	const char	*tenant;
@@ -84,6 +89,7 @@ struct jrnl_job {
 	int64_t		 created_ms;
 	int64_t		 updated_ms;
 	int64_t		 finished_ms;	/* output: 0 while unfinished */
+	int64_t		 version;
 	/*
 	 * Input only.  put_id: a token for this put, unique to it (0: none).
 	 * A put with one does not replace a row another put wrote while that

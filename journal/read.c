@@ -102,7 +102,7 @@ job_row(const struct jrnl_val *c, size_t ncols, void *arg)
 	struct jrnl_job *job;
 	char *p;
 
-	if (ncols < 15)
+	if (ncols < 16)
 		return 1;
 	job = xcalloc(1, sizeof(*job) + cols_size(c, ncols));
 	p = (char *)(job + 1);
@@ -126,6 +126,7 @@ job_row(const struct jrnl_val *c, size_t ncols, void *arg)
 	job->created_ms = col_int(&c[12]);
 	job->updated_ms = col_int(&c[13]);
 	job->finished_ms = col_int(&c[14]);
+	job->version = col_int(&c[15]);
 	rows_add(arg, job);
 	return 0;
 }

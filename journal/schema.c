@@ -24,12 +24,12 @@
 
 #define JOB_COLS "tenant, topic, id, bizkey, due_ms, priority, body, " \
 	"headers, schedule, ttr_ms, state, attempts, created_ms, " \
-	"updated_ms, finished_ms"
+	"updated_ms, finished_ms, version"
 
 #define JOB_INSERT "INSERT INTO jobs (tenant, id, topic, bizkey, due_ms, " \
 	"priority, body, headers, schedule, ttr_ms, state, attempts, " \
-	"created_ms, updated_ms, finished_ms, put_id) VALUES "
-#define JOB_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	"created_ms, updated_ms, finished_ms, put_id, version) VALUES "
+#define JOB_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 /*
  * A put replaces a row unless it carries a token (put_id) and the row is
@@ -45,6 +45,7 @@
 	", schedule = " X(schedule) ", ttr_ms = " X(ttr_ms) \
 	", state = " X(state) ", attempts = " X(attempts) \
 	", created_ms = " X(created_ms) ", updated_ms = " X(updated_ms) \
+	", version = " X(version) \
 	", put_id = " X(put_id) ", finished_ms = " X(finished_ms)
 #define EXCLUDED(c)	"excluded." #c
 #define SQLITE_UPSERT	" ON CONFLICT (tenant, id) DO UPDATE SET " \
@@ -307,18 +308,41 @@ static const char *const mysql_v4[] = {
 	NULL,
 };
 
+/*
+ * Version 4 -> 5: jobs.version, the number of journaled changes Redis had
+ * made to the job when its row was last moved (0: none yet, or a row
+ * written before).  A transition carries the job's version after it and
+ * moves the row only when that is higher: instances' clocks differ, so
+ * the time a transition was made cannot order two of them, and a late one
+ * must not move a job back.  Additive, NOT NULL DEFAULT 0: the rows
+ * written before get 0, so the first transition of each (version 1 or
+ * more) still moves it; an older build still running ignores the column.
+ */
+static const char *const sqlite_v5[] = {
+	"ALTER TABLE jobs ADD COLUMN version INTEGER NOT NULL DEFAULT 0",
+	NULL,
+};
+
+static const char *const mysql_v5[] = {
+	"ALTER TABLE jobs ADD COLUMN IF NOT EXISTS version BIGINT NOT NULL "
+	    "DEFAULT 0",
+	NULL,
+};
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v1,
 	sqlite_v2,
 	sqlite_v3,
 	sqlite_v4,
+	sqlite_v5,
 };
 static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	mysql_v1,
 	version_only,
 	version_only,
 	mysql_v4,
+	mysql_v5,
 };
 
 static const char sqlite_version_table[] =
@@ -342,8 +366,12 @@ static const struct {
 	{ TRANS_INSERT, TRANS_ROW, { "", "" } },
 };
 
+/* A statement has one tail, its dialect's: room for the longer. */
+#define UPSERT_MAX	(sizeof(SQLITE_UPSERT) > sizeof(MYSQL_UPSERT) ? \
+	sizeof(SQLITE_UPSERT) : sizeof(MYSQL_UPSERT))
+
 _Static_assert(sizeof(JOB_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(JOB_ROW) +
-    2) + sizeof(SQLITE_UPSERT) + sizeof(MYSQL_UPSERT) < MANY_SQL_MAX &&
+    2) + UPSERT_MAX < MANY_SQL_MAX &&
     sizeof(TRANS_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(TRANS_ROW) + 2) <
     MANY_SQL_MAX, "MANY_SQL_MAX too small for the multi-row statements");
 _Static_assert(JRNL_TRANS_COLS <= JRNL_JOB_COLS,

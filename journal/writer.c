@@ -67,6 +67,7 @@ job_args(struct jrnl_val *a, const struct jrnl_job *job)
 	a[14] = jrnl_state_finished(state) ? jrnl_vint(updated) :
 	    jrnl_vtext(NULL);
 	a[15] = job->put_id != 0 ? jrnl_vint(job->put_id) : jrnl_vtext(NULL);
+	a[16] = jrnl_vint(job->version);
 }
 
 /* Writes row i (0, 1, .. in order) of a put_rows() at a. */

@@ -31,6 +31,47 @@
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
+/* A job's row as the journal reads it back: the columns tests look at. */
+struct jrow {
+	int	found;
+	char	state[32];
+	int	attempts;
+	int64_t	due_ms;
+	int64_t	created_ms;
+	int64_t	updated_ms;
+	int64_t	finished_ms;
+	int64_t	version;
+};
+
+static int
+take_row(const struct jrnl_job *job, void *arg)
+{
+	struct jrow *r = arg;
+
+	r->found++;
+	snprintf(r->state, sizeof(r->state), "%s", job->state);
+	r->attempts = job->attempts;
+	r->due_ms = job->due_ms;
+	r->created_ms = job->created_ms;
+	r->updated_ms = job->updated_ms;
+	r->finished_ms = job->finished_ms;
+	r->version = job->version;
+	return 0;
+}
+
+static struct jrow
+get_row(struct jrnl *j, const char *tenant, const char *id)
+{
+	struct jrow r;
+	enum jrnl_err e;
+
+	memset(&r, 0, sizeof(r));
+	e = jrnl_get_job(j, tenant, id, take_row, &r);
+	if (e != JRNL_OK && e != JRNL_ENOTFOUND)
+		fail_msg("get %s/%s: %s", tenant, id, jrnl_strerror(e));
+	return r;
+}
+
 /* ---- URLs ---------------------------------------------------------------- */
 
 static void
@@ -214,6 +255,8 @@ test_migrate_v1(void **state)
 		    "(finished_ms, tenant, id)"), 0);
 	}
 	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN put_id"), 0);
+	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN version"),
+	    0);
 	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
 	    "WHERE version > 1"), 0);
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
@@ -226,6 +269,9 @@ test_migrate_v1(void **state)
 	/* Version 4's column, NULL in the rows written before. */
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
 	    "WHERE put_id IS NULL"), 3);
+	/* Version 5's, 0 in the rows written before. */
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE version = 0"), 3);
 	if (!b->is_mysql) {
 		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
 		    "WHERE name = 'jobs_bizkey' AND "
@@ -248,6 +294,57 @@ test_migrate_v1(void **state)
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
 	    "WHERE id = 'M3'"), 0);
+	tj_close(j);
+}
+
+/*
+ * A journal of schema version 4 (no jobs.version) is migrated to the
+ * current version at open: its rows are kept as they were, each with
+ * version 0.
+ */
+static void
+test_migrate_v4(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_job job[2];
+	struct jrow r;
+	struct jrnl *j;
+
+	job[0] = tj_job("acme", "orders", "V1", "retrying", 1000);
+	job[0].attempts = 2;
+	job[0].due_ms = 5000;
+	job[0].version = 4;
+	job[1] = tj_job("acme", "orders", "V2", "delivered", 1001);
+	job[1].version = 7;
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, job, 2), JRNL_OK);
+	tj_close(j);
+	/* Back to version 4. */
+	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN version"),
+	    0);
+	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
+	    "WHERE version > 4"), 0);
+	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
+	    4);
+
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
+	    JRNL_SCHEMA_VERSION);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE version = 0"), 2);
+	r = get_row(j, "acme", "V1");
+	assert_int_equal(r.found, 1);
+	assert_string_equal(r.state, "retrying");
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(r.due_ms, 5000);
+	assert_int_equal(r.created_ms, 1000);
+	assert_int_equal(r.finished_ms, 0);
+	assert_int_equal(r.version, 0);
+	r = get_row(j, "acme", "V2");
+	assert_string_equal(r.state, "delivered");
+	assert_int_equal(r.finished_ms, 1001);
+	assert_int_equal(r.version, 0);
 	tj_close(j);
 }
 
@@ -295,6 +392,7 @@ check_job(const struct jrnl_job *got, void *arg)
 	assert_int_equal(got->updated_ms, w->updated_ms);
 	assert_int_equal(got->finished_ms, jrnl_state_finished(w->state) ?
 	    w->updated_ms : 0);
+	assert_int_equal(got->version, w->version);
 	return 0;
 }
 
@@ -323,6 +421,7 @@ roundtrip_mode(struct tb *b, enum jrnl_mode mode, const char *id)
 	job.ttr_ms = 30000;
 	job.due_ms = 1767225605000LL;
 	job.updated_ms = job.created_ms + 1;
+	job.version = 3;
 	j = tj_open(b, mode);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	assert_int_equal(jrnl_flush(j), 0);
@@ -381,6 +480,7 @@ test_put_many(void **state)
 		jobs[i].body = bodies[i];
 		jobs[i].body_len = strlen(bodies[i]);
 		jobs[i].bizkey = i % 3 == 0 ? keys[i] : NULL;
+		jobs[i].version = i;
 	}
 	jobs[PM_JOBS - 1].id = ids[3];		/* PM003 again, last wins */
 	j = tj_open(b, JRNL_MODE_SYNC);
@@ -822,6 +922,94 @@ test_put_token(void **state)
 	assert_int_equal(jrnl_flush(j), 0);
 	assert_int_equal(mc, -1);
 	assert_int_equal(topic_of(b, "X6", "a"), 1);
+	tj_close(j);
+}
+
+/*
+ * A put writes the version it is given and every read hands it back: the
+ * job, the restore scan, the listing.  A put that replaces a row replaces
+ * its version too (one written again from Redis: no token, Redis's
+ * version; a push's: token, 0, over a finished row); one that leaves
+ * another put's unfinished row leaves its version.
+ */
+static int
+take_version(const struct jrnl_job *job, void *arg)
+{
+	int64_t *v = arg;
+
+	*v = job->version;
+	return 0;
+}
+
+static void
+test_put_version(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_job job = tj_job("v", "a", "P1", NULL, 100);
+	struct jrnl_scan sc;
+	struct jrow r;
+	int64_t v;
+	int c;
+	struct jrnl *j;
+
+	j = tj_open(b, JRNL_MODE_SYNC);
+	job.version = 5;
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	assert_int_equal(get_row(j, "v", "P1").version, 5);
+	memset(&sc, 0, sizeof(sc));
+	sc.tenant = "v";
+	v = -1;
+	assert_int_equal(jrnl_scan_unfinished(j, &sc, take_version, &v),
+	    JRNL_OK);
+	assert_int_equal(v, 5);
+	sc.tenant = NULL;
+	v = -1;
+	assert_int_equal(jrnl_scan_unfinished(j, &sc, take_version, &v),
+	    JRNL_OK);
+	assert_int_equal(v, 5);
+	v = -1;
+	assert_int_equal(jrnl_list_jobs(j, "v", &(struct jrnl_list){ 0 },
+	    take_version, &v), JRNL_OK);
+	assert_int_equal(v, 5);
+
+	/* Written again from Redis: its state and its version. */
+	job.state = "retrying";
+	job.attempts = 2;
+	job.updated_ms = 150;
+	job.version = 9;
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	r = get_row(j, "v", "P1");
+	assert_string_equal(r.state, "retrying");
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(r.version, 9);
+
+	/* A push's put does not replace another's unfinished row. */
+	job = tj_job("v", "a", "P1", NULL, 200);
+	job.put_id = 1;
+	job.contested = &c;
+	c = -1;
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	assert_int_equal(c, 1);
+	r = get_row(j, "v", "P1");
+	assert_int_equal(r.created_ms, 100);
+	assert_int_equal(r.version, 9);
+
+	/* Over a finished row it does, version and all. */
+	job = tj_job("v", "a", "P1", "delivered", 300);
+	job.version = 12;
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	assert_int_equal(get_row(j, "v", "P1").version, 12);
+	job = tj_job("v", "a", "P1", NULL, 400);
+	job.put_id = 2;
+	job.contested = &c;
+	c = -1;
+	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
+	assert_int_equal(c, 0);
+	r = get_row(j, "v", "P1");
+	assert_string_equal(r.state, "scheduled");
+	assert_int_equal(r.created_ms, 400);
+	assert_int_equal(r.finished_ms, 0);
+	assert_int_equal(r.version, 0);
 	tj_close(j);
 }
 
@@ -1359,6 +1547,7 @@ main(void)
 		cmocka_unit_test(test_off),
 		BOTH(test_schema),
 		BOTH(test_migrate_v1),
+		BOTH(test_migrate_v4),
 		BOTH(test_roundtrip),
 		BOTH(test_put_many),
 		BOTH(test_trans_many),
@@ -1366,6 +1555,7 @@ main(void)
 		BOTH(test_put_cb),
 		BOTH(test_transitions),
 		BOTH(test_put_token),
+		BOTH(test_put_version),
 		BOTH(test_list),
 		BOTH(test_scan_unfinished),
 		BOTH(test_meta),
