@@ -76,6 +76,7 @@ struct api_job_in {
 	char		*headers_json;	/* owned, or NULL */
 	char		*schedule;	/* owned canonical text, or NULL */
 	int64_t		 ttr_ms;	/* 0: the topic's */
+	int64_t		 created_ms;	/* the same in the journal and Redis */
 	/* A client-given id's journal put (api_journal_claim): */
 	int64_t		 put_id;	/* its token; 0: none */
 	int		 contested;	/* its row is another push's */

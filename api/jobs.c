@@ -63,6 +63,7 @@
 #include "scheduler/sched.h"
 #include "util/buf.h"
 #include "util/clock.h"
+#include "util/id.h"
 #include "util/jsonout.h"
 #include "util/log.h"
 #include "util/strutil.h"
@@ -1205,11 +1206,20 @@ accept_begin(struct api_req *req, struct api_accept *a)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct api_accept_priv *p = a->priv;
 	struct api_job_in *jobs = a->jobs, *todo = NULL;
+	struct id_parts ip;
 	size_t i, k, n = a->n;
 	int rc = -1, x;
 
 	p->now_ms = clock_wall_ms();
 	p->sched = ctx->sched;
+	/*
+	 * The creation time the journal's row and Redis's record both get (a
+	 * transition moves the row only when they agree): a generated id's
+	 * own time, which its record then need not store, or now.
+	 */
+	for (i = 0; i < n; i++)
+		jobs[i].created_ms = id_parse(jobs[i].id, &ip) == 0 ? ip.ms :
+		    p->now_ms;
 	/*
 	 * Client-given ids that exist already are answered from Redis (or
 	 * the journal) before the quota, which they do not need.
@@ -1292,6 +1302,7 @@ accept_push(struct sched *sched, struct api_accept **v, size_t nv)
 			ps[k].headers_json = jb->headers_json;
 			ps[k].schedule = jb->schedule;
 			ps[k].ttr_ms = jb->ttr_ms;
+			ps[k].created_ms = jb->created_ms;
 			k++;
 		}
 	sched_push_many(sched, ps, k, res, err);

@@ -79,7 +79,8 @@ journal_rows(const char *tenant, const char *topic,
 		jj[i].schedule = jobs[i].schedule;
 		jj[i].ttr_ms = jobs[i].ttr_ms;
 		jj[i].state = "scheduled";
-		jj[i].created_ms = now_ms;
+		jj[i].created_ms = jobs[i].created_ms > 0 ?
+		    jobs[i].created_ms : now_ms;
 		jj[i].put_id = jobs[i].put_id;
 		jj[i].contested = jobs[i].contested_at;
 	}
@@ -311,6 +312,7 @@ api_journal_repair(struct api_req *req, const char *tenant, const char *id)
 	jj.state = sched_state_name(job->state);
 	jj.attempts = job->attempts;
 	jj.created_ms = job->created_ms;
+	jj.version = job->version;
 	jj.updated_ms = clock_wall_ms();
 	if ((e = jrnl_put_jobs(ctx->jrnl, &jj, 1)) != JRNL_OK)
 		log_warnx("api: journal: tenant=%s job=%s: cannot repair its "
@@ -462,6 +464,15 @@ api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
 	job.created_ms = jj->created_ms;
 	job.priority = jj->priority;
 	job.attempts = jj->attempts;
+	/*
+	 * Past the row's version by a wide step: a change the lost Redis made
+	 * but whose transition was not written yet (at most a flush interval
+	 * of them) may still come, numbered from the row's version up.  The
+	 * rebuilt job's own changes must outrank it, not tie with it.
+	 */
+	job.version = jj->version + API_RESTORE_VERSION_STEP;
+	if (jj->version < 0 || job.version > SCHED_VERSION_MAX)
+		job.version = SCHED_VERSION_MAX;
 	job.body = (char *)(uintptr_t)jj->body;
 	job.body_len = jj->body_len;
 	job.headers_json = (char *)(uintptr_t)jj->headers_json;

@@ -55,5 +55,7 @@ struct sched;
  */
 int	api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
 	    int *created);
+/* How far past its row's version a restored job's version starts. */
+#define API_RESTORE_VERSION_STEP	65536
 
 #endif

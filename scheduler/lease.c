@@ -56,8 +56,8 @@ set_why(struct sched *s, const char *why)
 int
 sched_schema_check(struct sched *s, redisContext *c, int force, int *broken)
 {
-	char ver[24], shards[24], why[256];
-	const char *argv[5];
+	char ver[24], shards[24], oldest[24], why[256];
+	const char *argv[6];
 	redisReply *r;
 	int seen, rc = -1, lost = 0, report = 0;
 	long long v = -1, n = -1, written = 0;
@@ -67,12 +67,14 @@ sched_schema_check(struct sched *s, redisContext *c, int force, int *broken)
 	pthread_mutex_unlock(&s->lock);
 	snprintf(ver, sizeof(ver), "%d", SCHED_SCHEMA_VERSION);
 	snprintf(shards, sizeof(shards), "%d", s->cfg.shards);
+	snprintf(oldest, sizeof(oldest), "%d", SCHED_SCHEMA_OLDEST);
 	argv[0] = "rd:schema";
 	argv[1] = "";
 	argv[2] = force || !seen || s->hooks.redis_lost == NULL ? "1" : "0";
 	argv[3] = ver;
 	argv[4] = shards;
-	r = sched_script_run(s->scripts, c, SCRIPT_SCHEMA, 1, 4, argv, NULL,
+	argv[5] = oldest;
+	r = sched_script_run(s->scripts, c, SCRIPT_SCHEMA, 1, 5, argv, NULL,
 	    broken);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		(void)sched_reply_err(c, r, broken, "schema");

@@ -7,10 +7,11 @@
  * A generated id is stored as an 11-byte key (0x01 and its 80 bits) instead
  * of its 16 characters, and the record is binary with every optional field
  * (priority, attempts, creation time, bizkey, headers, schedule, time to
- * run, reservation) present only when set; the creation time of a generated
- * id is its own timestamp and is not stored at all.  A client-given id is
- * stored as its text: its characters never include 0x01, so the two forms
- * never collide.
+ * run, version, reservation) present only when set; the creation time of a
+ * generated id is its own timestamp and is not stored at all.  A
+ * client-given id is stored as its text: its characters never include
+ * 0x01, so the two forms never collide.  The flags byte is full, so the
+ * version's flag is the state byte's high bit.
  */
 #include "config.h"
 
@@ -30,6 +31,8 @@
 #define F_HDR		0x20
 #define F_SCH		0x40
 #define F_RES		0x80
+/* In the state byte, whose low bits hold the state: a version is stored. */
+#define F_VER		0x80
 
 #define IDKEY_PACKED	0x01
 #define IDKEY_LEN	11
@@ -276,7 +279,8 @@ sched_rec_encode(const struct sched_job *job, struct buf *b)
 	    job->due_ms < 0 || job->due_ms > TIME_MAX_MS ||
 	    job->created_ms < 0 || job->created_ms > TIME_MAX_MS ||
 	    job->ttr_ms < 0 || job->ttr_ms > TIME_MAX_MS ||
-	    job->attempts < 0 || (int)job->state < 0 ||
+	    job->attempts < 0 || job->version < 0 ||
+	    job->version > SCHED_VERSION_MAX || (int)job->state < 0 ||
 	    job->state >= SCHED_NSTATES || job->state == SCHED_IN_FLIGHT) {
 		errno = EINVAL;
 		return -1;
@@ -299,7 +303,8 @@ sched_rec_encode(const struct sched_job *job, struct buf *b)
 		flags |= F_SCH;
 
 	buf_reset(b);
-	if (put_be(b, (uint64_t)job->state, 1) == -1 ||
+	if (put_be(b, (uint64_t)job->state | (job->version != 0 ? F_VER : 0),
+	    1) == -1 ||
 	    put_be(b, (uint64_t)flags, 1) == -1 ||
 	    put_be(b, (uint64_t)job->due_ms, 6) == -1 ||
 	    put_str(b, job->topic, tl, 1) == -1)
@@ -319,6 +324,8 @@ sched_rec_encode(const struct sched_job *job, struct buf *b)
 	if ((flags & F_HDR) && put_str(b, job->headers_json, hl, 4) == -1)
 		return -1;
 	if ((flags & F_SCH) && put_str(b, job->schedule, sl, 2) == -1)
+		return -1;
+	if (job->version != 0 && put_be(b, (uint64_t)job->version, 6) == -1)
 		return -1;
 	if (job->body_len > 0 && buf_append(b, job->body, job->body_len) == -1)
 		return -1;
@@ -345,9 +352,9 @@ sched_rec_decode(const char *tenant, int shard, const char *idk,
 	job->due_ms = (int64_t)get_be(&r, 6);
 	tl = (size_t)get_be(&r, 1);
 	job->topic = get_bytes(&r, tl);
-	if (r.bad || st >= SCHED_NSTATES)
+	if (r.bad || (st & ~F_VER) >= SCHED_NSTATES)
 		goto bad;
-	job->state = (enum sched_state)st;
+	job->state = (enum sched_state)(st & ~F_VER);
 	if (flags & F_PRI)
 		job->priority = (int16_t)(uint16_t)get_be(&r, 2);
 	if (flags & F_ATT)
@@ -364,6 +371,8 @@ sched_rec_decode(const char *tenant, int shard, const char *idk,
 		job->headers_json = get_bytes(&r, (size_t)get_be(&r, 4));
 	if (flags & F_SCH)
 		job->schedule = get_bytes(&r, (size_t)get_be(&r, 2));
+	if (st & F_VER)
+		job->version = (int64_t)get_be(&r, 6);
 	if (flags & F_RES) {
 		if (r.left < SCHED_TOKEN_LEN)
 			goto bad;

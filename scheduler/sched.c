@@ -484,7 +484,8 @@ push_prepare(struct sched *s, const struct sched_push *p,
 	job->bizkey = (char *)biz;
 	job->state = SCHED_SCHEDULED;
 	job->due_ms = p->run_at_ms;
-	job->created_ms = *gen ? ip.ms : sched_now_ms(s);
+	job->created_ms = p->created_ms > 0 ? p->created_ms :
+	    *gen ? ip.ms : sched_now_ms(s);
 	job->priority = p->priority;
 	job->body = (char *)p->body;
 	job->body_len = p->body_len;
@@ -1365,20 +1366,21 @@ sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
 {
 	struct schedule_decision d;
 	struct sched_attempt synth;
+	struct sched_fin_out fo;
 	enum sched_verdict_x v;
-	enum sched_state to = SCHED_IN_FLIGHT;
 	enum sched_err e;
 	int64_t now;
 
 	decide(s, job, outcome, attempt, &d, &v, &now);
 	attempt = attempt_or(attempt, outcome, now, &synth);
 	e = sched_st_finish(s, c, job, token, v, d.next_ms, attempt,
-	    expire_only, &to, broken);
+	    expire_only, &fo, broken);
 	if (e != SCHED_OK)
 		return e;
 	if (decision != NULL)
 		*decision = d;
-	applied(s, job, outcome, &d, v, to, attempt);
+	job->version = fo.version;
+	applied(s, job, outcome, &d, v, fo.to, attempt);
 	if (is_push(s, job))
 		sched_timer_wake(s, 1);
 	return SCHED_OK;
@@ -1621,18 +1623,19 @@ many_calls(struct sched *s, struct sched_pipe *q, struct sched_report_item *v,
 /* Item i's finish was applied (or refused with err). */
 static void
 many_applied(struct sched *s, struct sched_report_item *v, struct many *m,
-    size_t i, enum sched_err err, enum sched_state to, int *wake)
+    size_t i, enum sched_err err, const struct sched_fin_out *fo, int *wake)
 {
 	m[i].step = M_DONE;
 	if ((v[i].err = err) != SCHED_OK)
 		return;
+	m[i].job->version = fo->version;
 	if (v[i].release) {
-		m[i].job->state = to;
+		m[i].job->state = fo->to;
 		m[i].job->token[0] = '\0';
-		sched_transition(s, m[i].job, SCHED_IN_FLIGHT, to, NULL);
+		sched_transition(s, m[i].job, SCHED_IN_FLIGHT, fo->to, NULL);
 	} else {
 		v[i].decision = m[i].d;
-		applied(s, m[i].job, &v[i].outcome, &m[i].d, m[i].v, to,
+		applied(s, m[i].job, &v[i].outcome, &m[i].d, m[i].v, fo->to,
 		    m[i].att);
 	}
 	if (!*wake && is_push(s, m[i].job))
@@ -1645,7 +1648,7 @@ many_results(struct sched *s, redisContext *c, struct sched_pipe *q,
     struct sched_report_item *v, struct many *m, struct many_call *mc,
     size_t nc, int *broken, int *wake)
 {
-	enum sched_state *to;
+	struct sched_fin_out *fo;
 	enum sched_err *errs, e;
 	void *rep;
 	size_t g, k, i;
@@ -1658,8 +1661,8 @@ many_results(struct sched *s, redisContext *c, struct sched_pipe *q,
 			continue;
 		}
 		errs = xcalloc(mc[g].n, sizeof(*errs));
-		to = xcalloc(mc[g].n, sizeof(*to));
-		e = sched_st_finish_many_reply(c, rep, mc[g].n, errs, to,
+		fo = xcalloc(mc[g].n, sizeof(*fo));
+		e = sched_st_finish_many_reply(c, rep, mc[g].n, errs, fo,
 		    broken);
 		for (k = 0; k < mc[g].n; k++) {
 			i = mc[g].idx[k];
@@ -1669,11 +1672,11 @@ many_results(struct sched *s, redisContext *c, struct sched_pipe *q,
 				m[i].step = M_DONE;
 				v[i].err = e;
 			} else
-				many_applied(s, v, m, i, errs[k], to[k],
+				many_applied(s, v, m, i, errs[k], &fo[k],
 				    wake);
 		}
 		free(errs);
-		free(to);
+		free(fo);
 	}
 }
 
@@ -1755,7 +1758,7 @@ sched_release(struct sched *s, const char *tenant, const char *id,
     const char *token)
 {
 	struct sched_job *job = NULL;
-	enum sched_state to;
+	struct sched_fin_out fo;
 	redisContext *c;
 	enum sched_err e;
 	int broken = 0;
@@ -1765,12 +1768,13 @@ sched_release(struct sched *s, const char *tenant, const char *id,
 	e = reserved_job(s, c, tenant, id, token, &job, &broken);
 	if (e == SCHED_OK)
 		e = sched_st_finish(s, c, job, token, SCHED_V_RELEASE, 0, NULL,
-		    0, &to, &broken);
+		    0, &fo, &broken);
 	give(s, c, broken);
 	if (e == SCHED_OK) {
-		job->state = to;
+		job->state = fo.to;
+		job->version = fo.version;
 		job->token[0] = '\0';
-		sched_transition(s, job, SCHED_IN_FLIGHT, to, NULL);
+		sched_transition(s, job, SCHED_IN_FLIGHT, fo.to, NULL);
 		if (is_push(s, job))
 			sched_timer_wake(s, 1);
 	}

@@ -44,6 +44,7 @@ enum sched_err {
 };
 
 #define SCHED_TOKEN_LEN	22	/* characters, without the NUL */
+#define SCHED_VERSION_MAX ((INT64_C(1) << 48) - 1)	/* 6 bytes in Redis */
 
 const char *sched_strerror(enum sched_err e);
 const char *sched_state_name(enum sched_state s);
@@ -75,6 +76,13 @@ struct sched_job {
 	int64_t	 created_ms;
 	int	 priority;	/* -1000 .. 1000, higher first */
 	int	 attempts;	/* finished; the one in flight is +1 */
+	/*
+	 * How many changes the journal records the job has had (cancel,
+	 * reschedule, redrive, an attempt's outcome): each takes the next
+	 * version in Redis, so the journal orders a job's transitions by it
+	 * rather than by the clocks of the instances that report them.
+	 */
+	int64_t	 version;	/* 0 .. SCHED_VERSION_MAX */
 	char	*body;
 	size_t	 body_len;
 	char	*headers_json;	/* the job's own headers, or NULL */
@@ -240,6 +248,12 @@ struct sched_push {
 	const char	*headers_json;	/* NULL: none */
 	const char	*schedule;	/* NULL: the topic's */
 	int64_t		 ttr_ms;	/* 0: the topic's */
+	/*
+	 * 0: the id's own time for a generated id, else now.  A caller that
+	 * journals the job passes the time its row says: a transition moves
+	 * the row only when the two agree (docs/internals/JOURNAL.md).
+	 */
+	int64_t		 created_ms;
 };
 
 struct sched_push_result {

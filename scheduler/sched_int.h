@@ -28,7 +28,13 @@
 #include "scheduler/scripts.h"
 #include "util/buf.h"
 
-#define SCHED_SCHEMA_VERSION	1
+/*
+ * 2: a record may carry a version (the state byte's high bit), which a
+ * build of version 1 cannot read; version 1's data is read as it is, and
+ * its marker raised to 2 at the first check (docs/internals/REDIS-SCHEMA.md).
+ */
+#define SCHED_SCHEMA_VERSION	2
+#define SCHED_SCHEMA_OLDEST	1	/* read as it is, marker raised */
 #define SCHED_KEY_MAX		(4 + 64 + 1 + 5 + 2 + 3 + 128 + 8)
 #define SCHED_IDKEY_MAX		64	/* bytes of an id key */
 #define SCHED_IDTEXT_MAX	(ID_LEN + 65)	/* an id as text, with NUL */
@@ -261,11 +267,16 @@ enum sched_verdict_x {
 	SCHED_V_RELEASE,
 };
 
+/* What finish made of one job: its new state and version. */
+struct sched_fin_out {
+	enum sched_state	 to;
+	int64_t			 version;
+};
 enum sched_err sched_st_finish(struct sched *s, redisContext *c,
 	    const struct sched_job *job, const char *token,
 	    enum sched_verdict_x v, int64_t next_ms,
 	    const struct sched_attempt *attempt, int expire_only,
-	    enum sched_state *to, int *broken);
+	    struct sched_fin_out *out, int *broken);
 /* One job's finish in a pipelined call (not an expiry). */
 struct sched_fin {
 	const struct sched_job		*job;
@@ -281,11 +292,11 @@ struct sched_fin {
 int	sched_st_finish_many_append(struct sched *s, struct sched_pipe *q,
 	    const struct sched_fin *f, size_t n);
 /*
- * Its reply (freed): SCHED_OK and errs[i], to[i] for each job; else
+ * Its reply (freed): SCHED_OK and errs[i], out[i] for each job; else
  * nothing was applied (SCHED_ENOTFOUND: NOSCRIPT, run them again).
  */
 enum sched_err sched_st_finish_many_reply(redisContext *c, redisReply *r,
-	    size_t n, enum sched_err *errs, enum sched_state *to,
+	    size_t n, enum sched_err *errs, struct sched_fin_out *out,
 	    int *broken);
 enum sched_err sched_st_restore(struct sched *s, redisContext *c,
 	    const struct sched_job *job, const char *rec, size_t reclen,

@@ -867,11 +867,14 @@ finish_args(struct sched *s, struct finish_args *fa,
 	return 0;
 }
 
-/* Element i of finish's reply (one job's three): its error and state. */
+/*
+ * Element i of finish's reply (one job's three): its error, state and
+ * version.
+ */
 static enum sched_err
-finish_el(const redisReply *r, size_t i, enum sched_state *to)
+finish_el(const redisReply *r, size_t i, struct sched_fin_out *out)
 {
-	long long code, st;
+	long long code, st, ver;
 
 	if (el_int(r, 3 * i, &code) == -1)
 		return SCHED_EINTERNAL;
@@ -879,9 +882,11 @@ finish_el(const redisReply *r, size_t i, enum sched_state *to)
 		return SCHED_ECONFLICT;
 	if (code != SCHED_R_OK)
 		return code_err(code);
-	if (el_int(r, 3 * i + 1, &st) == -1)
+	if (el_int(r, 3 * i + 1, &st) == -1 ||
+	    el_int(r, 3 * i + 2, &ver) == -1)
 		return SCHED_EINTERNAL;
-	*to = (enum sched_state)st;
+	out->to = (enum sched_state)st;
+	out->version = ver;
 	return SCHED_OK;
 }
 
@@ -889,7 +894,7 @@ enum sched_err
 sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
     const char *token, enum sched_verdict_x v, int64_t next_ms,
     const struct sched_attempt *attempt, int expire_only,
-    enum sched_state *to, int *broken)
+    struct sched_fin_out *out, int *broken)
 {
 	struct finish_args fa;
 	redisReply *r = NULL;
@@ -903,7 +908,7 @@ sched_st_finish(struct sched *s, redisContext *c, const struct sched_job *job,
 	buf_free(&fa.att);
 	if (e != SCHED_OK)
 		return e;
-	e = finish_el(r, 0, to);
+	e = finish_el(r, 0, out);
 	freeReplyObject(r);
 	return e;
 }
@@ -950,7 +955,7 @@ out:
 
 enum sched_err
 sched_st_finish_many_reply(redisContext *c, redisReply *r, size_t n,
-    enum sched_err *errs, enum sched_state *to, int *broken)
+    enum sched_err *errs, struct sched_fin_out *out, int *broken)
 {
 	enum sched_err e;
 	size_t i;
@@ -964,7 +969,7 @@ sched_st_finish_many_reply(redisContext *c, redisReply *r, size_t n,
 		return SCHED_EINTERNAL;
 	}
 	for (i = 0; i < n; i++)
-		errs[i] = finish_el(r, i, &to[i]);
+		errs[i] = finish_el(r, i, &out[i]);
 	freeReplyObject(r);
 	return SCHED_OK;
 }

@@ -26,7 +26,7 @@ else
 	redis.call('ZREM', KEYS[6], idk)
 	j.tok, j.dl = nil, nil
 end
-j.state = S_CANCELLED
+j.state, j.ver = S_CANCELLED, next_ver(j.ver)
 rec = enc(j)
 redis.call('HSET', KEYS[1], idk, rec)
 redis.call('ZADD', KEYS[7], n2s(now), idk)

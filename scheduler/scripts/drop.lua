@@ -32,7 +32,7 @@ local function take(skey, ids, recs, any)
 			taken[#taken + 1] = idk
 			if unfinished(j.state) or j.state == S_DEAD then
 				report[#report + 1] = idk
-				report[#report + 1] = head_of(rec, j)
+				report[#report + 1] = head_next(j)
 			end
 			local d = deltas[j.topic] or {}
 			deltas[j.topic] = d

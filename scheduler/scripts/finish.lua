@@ -6,17 +6,18 @@
 -- exactly once.  Several jobs per call (the reporter's batches): the pool,
 -- the attempt logs and the sets are each read or written by one command for
 -- the call and the counts once, and each record is edited in place (state,
--- flags, attempts, due time; the reservation cut out) instead of being
--- decoded and encoded whole with its body.
+-- flags, attempts, due time, version; the reservation cut out) instead of
+-- being decoded and encoded whole with its body.  Every outcome takes the
+-- job's next version (lib.lua, next_ver), a release too.
 -- KEYS: 1 pool, 2 in flight, 3 delays of the topic, 4 heads, 5 dead of the
 --       topic, 6 finished, 7 counts, 8 bizkeys, 9 attempt logs,
 --       10 ready of the topic, 11 ready topics
 -- ARGV: 1 now, 2 topic, 3 tag, then per job 6: id key, token, verdict
 --       (done retry dead release), next attempt (retry), packed attempt or
 --       "", "1": only if the deadline has passed (expiry)
--- Returns per job, in order, three elements: {0, new state, record head},
--- {-2, 0, ""} no such job, {-3, 0, ""} not of that topic, {-4, state, ""}
--- stale token, {-5, 0, ""} deadline not reached.
+-- Returns per job, in order, three elements: {0, new state, new version},
+-- {-2, 0, 0} no such job, {-3, 0, 0} not of that topic, {-4, state, 0}
+-- stale token, {-5, 0, 0} deadline not reached.
 local now = now_ms()
 local snow = n2s(now)
 local topic, tag = ARGV[2], ARGV[3]
@@ -31,31 +32,32 @@ local hset, fdel, zdone, zdead, zdelay, zready = {}, {}, {}, {}, {}, {}
 local logs, lids = {}, {}
 local cnt = {0, 0, 0, 0, 0, 0, 0}	-- count deltas by state + 1
 local first_retry = nil
-local function res(code, st, head)
+local function res(code, st, ver)
 	out[#out + 1] = code
 	out[#out + 1] = st
-	out[#out + 1] = head
+	out[#out + 1] = ver
 end
 for k = 1, n do
 	local b = 3 + (k - 1) * 6
 	local idk, token, verdict = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
 	local rec = seen[idk] or recs[k]
 	if not rec then
-		res(-2, 0, '')
+		res(-2, 0, 0)
 	else
 		local st, flags, due, tl = struct.unpack('>BBI6B', rec)
-		local p, _, attp = tail_at(rec)
+		local p, _, attp, verp = tail_at(rec)
+		st = st % F_VER
 		local dl = nil
 		if ARGV[b + 6] == '1' then
 			dl = redis.call('ZSCORE', KEYS[2], idk)
 		end
 		if string.sub(rec, 10, 9 + tl) ~= topic then
-			res(-3, 0, '')
+			res(-3, 0, 0)
 		elseif st ~= S_IN_FLIGHT or not has(flags, F_RES) or
 		    string.sub(rec, p, p + 21) ~= token then
-			res(-4, st, '')
+			res(-4, st, 0)
 		elseif dl and tonumber(dl) > now then
-			res(-5, 0, '')
+			res(-5, 0, 0)
 		else
 			local att, to = 0, S_READY
 			if attp then
@@ -72,7 +74,13 @@ for k = 1, n do
 			elseif verdict == 'dead' then
 				to = S_DEAD
 			end
-			-- The new record: head fields, attempts, rest, body.
+			-- The new record: head fields, attempts, rest, version,
+			-- body.
+			local ver = 0
+			if verp then
+				ver = struct.unpack('>I6', rec, verp)
+			end
+			ver = next_ver(ver)
 			local a = ''
 			if att ~= 0 then
 				a = struct.pack('>I2', math.min(att, 65535))
@@ -87,9 +95,10 @@ for k = 1, n do
 			if a ~= '' then
 				flags = bit.bor(flags, F_ATT)
 			end
-			local head = string.char(to, flags) ..
+			local head = string.char(to + F_VER, flags) ..
 			    struct.pack('>I6', due) .. string.sub(rec, 9, ap - 1) ..
-			    a .. string.sub(rec, rest, p - 1)
+			    a .. string.sub(rec, rest, (verp or p) - 1) ..
+			    struct.pack('>I6', ver)
 			local nrec = head .. string.sub(rec, p + 28)
 			seen[idk] = nrec
 			hset[#hset + 1] = idk
@@ -127,7 +136,7 @@ for k = 1, n do
 				end
 				logged[#logged + 1] = {idk, entry}
 			end
-			res(0, to, head)
+			res(0, to, ver)
 		end
 	end
 end

@@ -11,6 +11,7 @@
 
 local F_PRI, F_ATT, F_CRE, F_TTR = 1, 2, 4, 8
 local F_BIZ, F_HDR, F_SCH, F_RES = 16, 32, 64, 128
+local F_VER = 128		-- in the state byte: the record has a version
 local S_SCHEDULED, S_READY, S_IN_FLIGHT, S_RETRYING = 0, 1, 2, 3
 local S_DELIVERED, S_DEAD, S_CANCELLED = 4, 5, 6
 local PRI_SPAN = 4398046511104	-- 2^42: ready score = (1023 - pri) * 2^42 + due
@@ -35,11 +36,14 @@ local function has(f, b)
 	return bit.band(f, b) ~= 0
 end
 
--- The record as a table; .hlen is the length before the body.
+-- The record as a table.  .ver is the job's version: how many journaled
+-- changes it has had (cancel, reschedule, redrive, an attempt's outcome),
+-- 0 when none and the record holds none.
 local function dec(rec)
 	local j = {}
-	local tl, p
-	j.state, j.flags, j.due, tl, p = struct.unpack('>BBI6B', rec)
+	local st, tl, p
+	st, j.flags, j.due, tl, p = struct.unpack('>BBI6B', rec)
+	j.state, j.ver = st % F_VER, 0
 	j.topic = string.sub(rec, p, p + tl - 1)
 	p = p + tl
 	local f = j.flags
@@ -51,6 +55,7 @@ local function dec(rec)
 	if has(f, F_BIZ) then j.biz, p = struct.unpack('>I2c0', rec, p) end
 	if has(f, F_HDR) then j.hdr, p = struct.unpack('>I4c0', rec, p) end
 	if has(f, F_SCH) then j.sch, p = struct.unpack('>I2c0', rec, p) end
+	if st >= F_VER then j.ver, p = struct.unpack('>I6', rec, p) end
 	if has(f, F_RES) then
 		j.tok = string.sub(rec, p, p + 21)
 		j.dl, p = struct.unpack('>I6', rec, p + 22)
@@ -60,7 +65,7 @@ local function dec(rec)
 end
 
 local function enc(j)
-	local f, t = 0, {}
+	local f, st, t = 0, j.state, {}
 	if j.pri ~= 0 then
 		f = f + F_PRI
 		t[#t + 1] = struct.pack('>i2', j.pri)
@@ -89,21 +94,32 @@ local function enc(j)
 		f = f + F_SCH
 		t[#t + 1] = struct.pack('>I2', #j.sch) .. j.sch
 	end
+	if j.ver ~= 0 then
+		st = st + F_VER
+		t[#t + 1] = struct.pack('>I6', j.ver)
+	end
 	if j.tok then
 		f = f + F_RES
 		t[#t + 1] = j.tok .. struct.pack('>I6', j.dl)
 	end
-	return struct.pack('>BBI6B', j.state, f, j.due, #j.topic) .. j.topic ..
+	return struct.pack('>BBI6B', st, f, j.due, #j.topic) .. j.topic ..
 	    table.concat(t) .. j.body
 end
 
+-- The next version of a job: every change the journal records takes one,
+-- so the journal applies a job's changes in Redis's order whichever
+-- instance reports them and whatever its clock says.
+local function next_ver(v)
+	return v + 1
+end
+
 -- Where the optional fields of a record end (the reservation, if any, or
--- else the body begins), its time to run (nil: none) and the position of
--- its attempts (nil: not stored): enough to edit a record in place without
--- decoding it whole (reserve, finish).
+-- else the body begins), its time to run (nil: none), the position of its
+-- attempts (nil: not stored) and of its version (nil: none): enough to
+-- edit a record in place without decoding it whole (reserve, finish).
 local function tail_at(rec)
-	local _, f, _, tl = struct.unpack('>BBI6B', rec)
-	local p, att, ttr = 10 + tl, nil, nil
+	local st, f, _, tl = struct.unpack('>BBI6B', rec)
+	local p, att, ttr, ver = 10 + tl, nil, nil, nil
 	if has(f, F_PRI) then p = p + 2 end
 	if has(f, F_ATT) then att = p; p = p + 2 end
 	if has(f, F_CRE) then p = p + 6 end
@@ -111,12 +127,23 @@ local function tail_at(rec)
 	if has(f, F_BIZ) then p = p + 2 + struct.unpack('>I2', rec, p) end
 	if has(f, F_HDR) then p = p + 4 + struct.unpack('>I4', rec, p) end
 	if has(f, F_SCH) then p = p + 2 + struct.unpack('>I2', rec, p) end
-	return p, ttr, att
+	if st >= F_VER then ver = p; p = p + 6 end
+	return p, ttr, att, ver
 end
 
 -- The record without its body (what transitions are reported with).
 local function head_of(rec, j)
 	return string.sub(rec, 1, #rec - #j.body)
+end
+
+-- The head of job j as it is reported for a change that removes its record
+-- (drop): with the version that change takes.
+local function head_next(j)
+	local body = j.body
+	j.ver, j.body = next_ver(j.ver), ''
+	local h = enc(j)
+	j.body = body
+	return h
 end
 
 local function unfinished(state)

@@ -24,6 +24,8 @@ if #ids > 0 then
 		local rec = recs[i]
 		if rec then
 			local st, flags, due, tl = struct.unpack('>BBI6B', rec)
+			local vb = st - st % F_VER
+			st = st - vb
 			local p, pri = 10 + tl, 0
 			local short = bit.band(flags, F_PRI + F_ATT)
 			local n = 0
@@ -40,7 +42,7 @@ if #ids > 0 then
 				nretry = nretry + 1
 			end
 			hset[#hset + 1] = ids[i]
-			hset[#hset + 1] = string.char(S_READY) ..
+			hset[#hset + 1] = string.char(S_READY + vb) ..
 			    string.sub(rec, 2)
 			zadd[#zadd + 1] = n2s((1023 - pri) * PRI_SPAN + due)
 			zadd[#zadd + 1] = ids[i]

@@ -32,6 +32,7 @@ for i = 1, #ids do
 		j.state = S_SCHEDULED
 		j.att = 0
 		j.due = now
+		j.ver = next_ver(j.ver)
 		rec = enc(j)
 		redis.call('HSET', KEYS[1], idk, rec)
 		redis.call('ZADD', KEYS[3], n2s(now), idk)

@@ -11,7 +11,7 @@ end
 if j.state ~= S_SCHEDULED and j.state ~= S_RETRYING then
 	return {-1, j.state}
 end
-j.due = due
+j.due, j.ver = due, next_ver(j.ver)
 rec = enc(j)
 redis.call('HSET', KEYS[1], idk, rec)
 redis.call('ZADD', KEYS[2], n2s(due), idk)

@@ -39,13 +39,15 @@ if #popped > 0 then
 			if dl ~= ldl then	-- mostly one deadline per call
 				ldl, sdl = dl, n2s(dl)
 			end
+			local vb = string.byte(rec, 1)
 			local flags = string.byte(rec, 2)
+			vb = vb - vb % F_VER
 			if has(flags, F_RES) then	-- never: ready has none
 				rec = string.sub(rec, 1, p - 1) ..
 				    string.sub(rec, p + 28)
 				flags = flags - F_RES
 			end
-			rec = string.char(S_IN_FLIGHT, flags + F_RES) ..
+			rec = string.char(S_IN_FLIGHT + vb, flags + F_RES) ..
 			    string.sub(rec, 3, p - 1) ..
 			    base .. string.format('%04x', got) ..
 			    struct.pack('>I6', dl) .. string.sub(rec, p)

@@ -1200,6 +1200,158 @@ test_nack_dead_retry_redrive(void **state)
 	expect_counts(s, "once", want);
 }
 
+/* The version of a job, as Redis holds it. */
+static int64_t
+version_of(struct sched *s, const char *id)
+{
+	struct sched_job *job;
+	int64_t v;
+
+	assert_int_equal(sched_get(s, T_TENANT, id, &job), SCHED_OK);
+	v = job->version;
+	sched_job_free(job);
+	return v;
+}
+
+/* The last change the journal would record was id's, to to, version v. */
+static void
+expect_change(struct trec *r, const char *id, enum sched_state to,
+    int64_t v)
+{
+	pthread_mutex_lock(&r->lock);
+	assert_string_equal(r->jid, id);
+	assert_int_equal(r->jto, to);
+	assert_int_equal(r->jversion, v);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * Every change the journal records takes the job's next version in Redis
+ * (the journal orders a job's transitions by it, not by the reporting
+ * instance's clock), and the hook reports it: reschedule, an attempt's
+ * outcome, cancel, a dead job retried, a topic's jobs dropped.  Promote
+ * and reserve keep it; a release takes one without a recorded change.
+ * A restored job keeps the version it was given, its record with every
+ * optional field edited in place by reserve and finish around it.
+ */
+static void
+test_versions(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	struct schedule_outcome nack = { SCHEDULE_NACK, 0, -1 };
+	struct schedule_decision d;
+	struct sched_job *job, j;
+	char a[ID_LEN + 65], b[ID_LEN + 65], c[ID_LEN + 65];
+	char e[ID_LEN + 1];
+	int64_t now = clock_wall_ms(), n;
+	int created;
+
+	push(s, "pull", now + 100, 0, NULL, a);
+	assert_int_equal(version_of(s, a), 0);
+	assert_int_equal(sched_reschedule(s, T_TENANT, a, now + 50), SCHED_OK);
+	expect_change(&f->rec, a, SCHED_SCHEDULED, 1);
+	clock_advance_ms(50);
+	kick_wait(s);
+	assert_int_equal(state_of(s, a), SCHED_READY);
+	assert_int_equal(version_of(s, a), 1);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, a);
+	assert_int_equal(job->version, 1);
+	assert_int_equal(sched_report(s, T_TENANT, a, job->token, &nack,
+	    NULL, &d), SCHED_OK);
+	assert_int_equal(d.verdict, SCHEDULE_RETRY);
+	expect_change(&f->rec, a, SCHED_RETRYING, 2);
+	sched_job_free(job);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_int_equal(job->version, 2);
+	assert_int_equal(sched_release(s, T_TENANT, a, job->token), SCHED_OK);
+	sched_job_free(job);
+	assert_int_equal(version_of(s, a), 3);
+	expect_change(&f->rec, a, SCHED_RETRYING, 2);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_int_equal(sched_report(s, T_TENANT, a, job->token, &ok,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(job);
+	expect_change(&f->rec, a, SCHED_DELIVERED, 4);
+	assert_int_equal(sched_cancel(s, T_TENANT, a), SCHED_ECONFLICT);
+	assert_int_equal(version_of(s, a), 4);
+
+	push(s, "pull", now + 1000, 0, NULL, b);
+	assert_int_equal(sched_cancel(s, T_TENANT, b), SCHED_OK);
+	expect_change(&f->rec, b, SCHED_CANCELLED, 1);
+
+	push(s, "once", clock_wall_ms(), 0, NULL, c);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "once", 0, &job),
+	    SCHED_OK);
+	assert_int_equal(sched_report(s, T_TENANT, c, job->token, &nack,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(job);
+	expect_change(&f->rec, c, SCHED_DEAD, 1);
+	assert_int_equal(sched_retry(s, T_TENANT, c), SCHED_OK);
+	expect_change(&f->rec, c, SCHED_SCHEDULED, 2);
+
+	push(s, "other", now + 1000, 0, NULL, b);
+	assert_int_equal(sched_reschedule(s, T_TENANT, b, now + 2000),
+	    SCHED_OK);
+	assert_int_equal(sched_drop_topic(s, T_TENANT, "other", &n),
+	    SCHED_OK);
+	assert_int_equal(n, 1);
+	expect_change(&f->rec, b, SCHED_CANCELLED, 2);
+
+	sched_new_id(s, "bk", e);
+	memset(&j, 0, sizeof(j));
+	snprintf(j.id, sizeof(j.id), "%s", e);
+	j.tenant = T_TENANT;
+	j.topic = "pull";
+	j.bizkey = "bk";
+	j.state = SCHED_SCHEDULED;
+	j.due_ms = clock_wall_ms();
+	j.created_ms = clock_wall_ms() - 5;
+	j.priority = 3;
+	j.attempts = 1;
+	j.ttr_ms = 5000;
+	j.headers_json = "{\"X-A\":\"1\"}";
+	j.schedule = "<0,1s,1s,1s>";
+	j.body = "hello";
+	j.body_len = 5;
+	j.version = 70000;
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, 1);
+	assert_int_equal(version_of(s, e), 70000);
+	kick_wait(s);
+	assert_int_equal(sched_reserve(s, T_TENANT, "pull", 0, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, e);
+	assert_int_equal(job->version, 70000);
+	assert_memory_equal(job->body, "hello", 5);
+	assert_int_equal(sched_report(s, T_TENANT, e, job->token, &nack,
+	    NULL, NULL), SCHED_OK);
+	sched_job_free(job);
+	expect_change(&f->rec, e, SCHED_RETRYING, 70001);
+	assert_int_equal(sched_get(s, T_TENANT, e, &job), SCHED_OK);
+	assert_int_equal(job->version, 70001);
+	assert_int_equal(job->attempts, 2);
+	assert_int_equal(job->priority, 3);
+	assert_int_equal(job->ttr_ms, 5000);
+	assert_int_equal(job->created_ms, j.created_ms);
+	assert_string_equal(job->bizkey, "bk");
+	assert_string_equal(job->headers_json, "{\"X-A\":\"1\"}");
+	assert_string_equal(job->schedule, "<0,1s,1s,1s>");
+	assert_int_equal(job->body_len, 5);
+	assert_memory_equal(job->body, "hello", 5);
+	sched_job_free(job);
+	j.version = SCHED_VERSION_MAX + 1;
+	j.id[0] = 'Z';
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_EINVAL);
+}
+
 static void
 test_push_mode_outcomes(void **state)
 {
@@ -1728,8 +1880,15 @@ test_schema_refusal(void **state)
 	refusal_want = "8 shards";
 	assert_true(wait_for(not_ready_cond, ti->s, T_DEADLINE_MS));
 	tinst_free(ti, 0);
+	/* Version 1 is read as it is, and its marker raised to 2. */
 	r = redisfix_cmd(&test_redis, "HSET rd:schema version 1 shards 16");
 	freeReplyObject(r);
+	ti = tinst_new(&f->rec, "upgrade", 1, 0, 0, 0);
+	wait_owned(ti, 1);
+	r = redisfix_cmd(&test_redis, "HGET rd:schema version");
+	assert_string_equal(r->str, "2");
+	freeReplyObject(r);
+	tinst_free(ti, 0);
 }
 
 static int
@@ -2407,6 +2566,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nack_dead_retry_redrive,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_versions, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_quiesce, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_mode_outcomes,

@@ -56,6 +56,11 @@ struct trec {
 	int			 mark_on_lost;
 	int			 no_transition;	/* instances without the hook */
 	int64_t			 max_late_ms;	/* delivery after due */
+	/* The last change the journal would record (not to ready or
+	   in flight): its job, state and version. */
+	char			 jid[ID_LEN + 65];
+	enum sched_state	 jto;
+	int64_t			 jversion;
 };
 
 /* One struct sched with its hooks' argument. */

@@ -218,10 +218,15 @@ transition(const struct sched_job *job, enum sched_state from,
 {
 	struct tinst *ti = arg;
 
-	(void)job;
 	(void)a;
 	pthread_mutex_lock(&ti->rec->lock);
 	ti->rec->ntrans[from][to]++;
+	if (from < SCHED_NSTATES && to != SCHED_READY &&
+	    to != SCHED_IN_FLIGHT) {
+		snprintf(ti->rec->jid, sizeof(ti->rec->jid), "%s", job->id);
+		ti->rec->jto = to;
+		ti->rec->jversion = job->version;
+	}
 	pthread_mutex_unlock(&ti->rec->lock);
 }
 
