@@ -134,6 +134,14 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 	t.from_state = from < SCHED_NSTATES ? sched_state_name(from) : NULL;
 	t.to_state = sched_state_name(to);
 	t.at_ms = a != NULL && a->at_ms > 0 ? a->at_ms : clock_wall_ms();
+	/*
+	 * The row takes the change only if it is the same job (a client-given
+	 * id can be pushed again once the first job is long finished) and the
+	 * change is newer: by the version Redis gave it, not by at_ms, which
+	 * is the clock of whichever instance made the change.
+	 */
+	t.version = job->version;
+	t.created_ms = job->created_ms;
 	t.shard = job->shard;
 	if (a != NULL) {
 		t.attempt = job->attempts > 0 ? job->attempts : 1;

@@ -66,6 +66,8 @@ struct jrnl_config {
 /*
  * A job.  On input state NULL means "scheduled", updated_ms 0 means
  * created_ms, and finished_ms is ignored (derived from the state).
+ * created_ms must be the job's creation time as Redis holds it, to the
+ * millisecond: a transition moves the row only when it names the same.
  * version orders the job's transitions (see struct jrnl_transition): the
  * number of journaled changes Redis had made to the job when the row was
  * written.  A push's put passes 0 (no change yet), a put that writes the
@@ -106,6 +108,18 @@ struct jrnl_job {
  * A state change.  instance and host come from the config on input and are
  * filled on output.  error is cut to JRNL_ERROR_MAX bytes and the excerpt
  * to JRNL_EXCERPT_MAX.
+ *
+ * Besides its row in the transitions table, a transition with a from_state
+ * moves its job's row (state, attempts, due_ms, updated_ms = at_ms,
+ * finished_ms, version) when the row's created_ms is created_ms and its
+ * version is below version, and only then.  Redis raises a job's version
+ * with every journaled change, so a late transition never moves a job
+ * back, whatever the clocks of the instances that made the two (at_ms is
+ * the maker's clock, and instances' clocks differ); created_ms keeps a
+ * late transition of an earlier job with the same client-given id (long
+ * finished, its id pushed again) off the new job's row.  Version 0 moves
+ * no row.  version and created_ms are input only (0 on output: the
+ * transitions table does not keep them); a void transition ignores both.
  */
 #define JRNL_ERROR_MAX		1024
 #define JRNL_EXCERPT_MAX	4096
@@ -133,6 +147,8 @@ struct jrnl_transition {
 	int64_t		 due_ms;	/* the job's next attempt from now
 					   on; 0: unchanged */
 	int64_t		 put_id;	/* a void one: the row's put; 0: any */
+	int64_t		 version;	/* the job's after this change, >= 1 */
+	int64_t		 created_ms;	/* the job's, as Redis holds it */
 	const char	*instance;	/* output only */
 	const char	*host;		/* output only */
 };

@@ -69,8 +69,9 @@
 static const char *const common_sql[JS_COUNT] = {
 	[JS_JOB_APPLY] = "UPDATE jobs SET state = ?, attempts = "
 	    "CASE WHEN ? <> 0 OR ? > attempts THEN ? ELSE attempts END, "
-	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ? "
-	    "WHERE tenant = ? AND id = ? AND updated_ms <= ?",
+	    "due_ms = COALESCE(?, due_ms), updated_ms = ?, finished_ms = ?, "
+	    "version = ? WHERE tenant = ? AND id = ? AND created_ms = ? "
+	    "AND version < ?",
 	[JS_JOB_VOID] = "DELETE FROM jobs "
 	    "WHERE tenant = ? AND id = ? AND state = 'scheduled' "
 	    "AND (? IS NULL OR put_id = ?)",
@@ -104,8 +105,13 @@ static const char *const common_sql[JS_COUNT] = {
 	    "ORDER BY created_ms, key_id",
 	[JS_TOPIC_DELETE] = "DELETE FROM topics "
 	    "WHERE tenant = ? AND name = ?",
+	/*
+	 * Past any version Redis gives the job (6 bytes there): a change
+	 * Redis made before the topic went, its transition still queued,
+	 * must not reopen the row.
+	 */
 	[JS_TOPIC_JOBS_CANCEL] = "UPDATE jobs SET state = 'cancelled', "
-	    "updated_ms = ?, finished_ms = ? "
+	    "updated_ms = ?, finished_ms = ?, version = 281474976710656 "
 	    "WHERE tenant = ? AND topic = ? AND finished_ms IS NULL",
 	[JS_TOPIC_SCAN_ALL] = "SELECT tenant, name, config, created_ms, "
 	    "updated_ms FROM topics ORDER BY tenant, name",

@@ -166,12 +166,15 @@ is_void(const struct jrnl_transition *t)
 
 /*
  * A transition's move of its job's row (not for a job's creation); a void
- * one takes away the row its push wrote.
+ * one takes away the row its push wrote.  The move is ordered by the job's
+ * version, not by at_ms: at_ms is the clock of whichever instance made the
+ * change, and one whose clock is behind would otherwise see its change
+ * (a delivery) ignored, and a restore make the job again.
  */
 static enum jrnl_err
 apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 {
-	struct jrnl_val a[10];
+	struct jrnl_val a[12];
 
 	if (is_void(t)) {
 		a[0] = jrnl_vtext(t->tenant);
@@ -190,10 +193,12 @@ apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 	a[5] = jrnl_vint(t->at_ms);
 	a[6] = jrnl_state_finished(t->to_state) ? jrnl_vint(t->at_ms) :
 	    jrnl_vtext(NULL);
-	a[7] = jrnl_vtext(t->tenant);
-	a[8] = jrnl_vtext(t->job_id);
-	a[9] = jrnl_vint(t->at_ms);
-	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 10, NULL, NULL,
+	a[7] = jrnl_vint(t->version);
+	a[8] = jrnl_vtext(t->tenant);
+	a[9] = jrnl_vtext(t->job_id);
+	a[10] = jrnl_vint(t->created_ms);
+	a[11] = jrnl_vint(t->version);
+	return jrnl_run(j->drv, j->wconn, JS_JOB_APPLY, a, 12, NULL, NULL,
 	    NULL);
 }
 

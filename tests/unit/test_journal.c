@@ -72,6 +72,15 @@ get_row(struct jrnl *j, const char *tenant, const char *id)
 	return r;
 }
 
+/* t as the change that made its job (created at created_ms) version v. */
+static struct jrnl_transition
+tv(struct jrnl_transition t, int64_t v, int64_t created_ms)
+{
+	t.version = v;
+	t.created_ms = created_ms;
+	return t;
+}
+
 /* ---- URLs ---------------------------------------------------------------- */
 
 static void
@@ -307,6 +316,7 @@ test_migrate_v4(void **state)
 {
 	struct tb *b = tj_begin(state);
 	struct jrnl_job job[2];
+	struct jrnl_transition tr;
 	struct jrow r;
 	struct jrnl *j;
 
@@ -345,6 +355,15 @@ test_migrate_v4(void **state)
 	assert_string_equal(r.state, "delivered");
 	assert_int_equal(r.finished_ms, 1001);
 	assert_int_equal(r.version, 0);
+	/* Below any change's version: the job's next transition moves it. */
+	tr = tv(tj_trans("acme", "V1", "in_flight", "delivered", 900, 3), 1,
+	    1000);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "acme", "V1");
+	assert_string_equal(r.state, "delivered");
+	assert_int_equal(r.attempts, 3);
+	assert_int_equal(r.version, 1);
 	tj_close(j);
 }
 
@@ -608,20 +627,26 @@ test_transitions(void **state)
 	struct jrnl *j;
 	size_t i;
 
-	tr[0] = tj_trans("acme", "T1", "scheduled", "ready", t0 + 1, 0);
-	tr[1] = tj_trans("acme", "T1", "ready", "in_flight", t0 + 2, 1);
-	tr[2] = tj_trans("acme", "T1", "in_flight", "retrying", t0 + 3, 1);
+	tr[0] = tv(tj_trans("acme", "T1", "scheduled", "ready", t0 + 1, 0),
+	    1, t0);
+	tr[1] = tv(tj_trans("acme", "T1", "ready", "in_flight", t0 + 2, 1),
+	    2, t0);
+	tr[2] = tv(tj_trans("acme", "T1", "in_flight", "retrying", t0 + 3, 1),
+	    3, t0);
 	tr[2].http_status = 500;
 	tr[2].latency_ms = 12;
 	tr[2].error = "HTTP 500";
 	tr[2].excerpt = "oops\0x";
 	tr[2].excerpt_len = 6;
 	tr[2].shard = 7;
-	tr[3] = tj_trans("acme", "T1", "retrying", "in_flight", t0 + 4, 2);
-	tr[4] = tj_trans("acme", "T1", "in_flight", "delivered", t0 + 5, 2);
+	tr[3] = tv(tj_trans("acme", "T1", "retrying", "in_flight", t0 + 4, 2),
+	    4, t0);
+	tr[4] = tv(tj_trans("acme", "T1", "in_flight", "delivered", t0 + 5,
+	    2), 5, t0);
 	tr[4].http_status = 200;
-	/* Late and stale: must not move the job back. */
-	tr[5] = tj_trans("acme", "T1", "in_flight", "retrying", t0 + 2, 1);
+	/* Late and stale (an older version): must not move the job back. */
+	tr[5] = tv(tj_trans("acme", "T1", "in_flight", "retrying", t0 + 2, 1),
+	    3, t0);
 
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
@@ -643,6 +668,7 @@ test_transitions(void **state)
 	assert_int_equal(o.attempts, 2);
 	assert_int_equal(o.updated_ms, t0 + 5);
 	assert_int_equal(o.finished_ms, t0 + 5);
+	assert_int_equal(get_row(j, "acme", "T1").version, 5);
 
 	/* The creation first, derived from the job's row (not a row). */
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions"),
@@ -657,6 +683,9 @@ test_transitions(void **state)
 		assert_string_equal(l.to[i + 1], tr[i].to_state);
 		assert_int_equal(l.t[i + 1].at_ms, tr[i].at_ms);
 		assert_string_equal(l.inst[i + 1], "test-1");
+		/* Not kept in the transitions table. */
+		assert_int_equal(l.t[i + 1].version, 0);
+		assert_int_equal(l.t[i + 1].created_ms, 0);
 	}
 	assert_int_equal(l.t[3].http_status, 500);
 	assert_int_equal(l.t[3].latency_ms, 12);
@@ -687,10 +716,10 @@ test_transitions(void **state)
 	/* A dead job brought back is unfinished again. */
 	jrnl_transition(j, &(struct jrnl_transition){ .tenant = "acme",
 	    .job_id = "T1", .from_state = "delivered", .to_state = "dead",
-	    .at_ms = t0 + 6 });
+	    .at_ms = t0 + 6, .version = 6, .created_ms = t0 });
 	jrnl_transition(j, &(struct jrnl_transition){ .tenant = "acme",
 	    .job_id = "T1", .from_state = "dead", .to_state = "retrying",
-	    .at_ms = t0 + 7 });
+	    .at_ms = t0 + 7, .version = 7, .created_ms = t0 });
 	assert_int_equal(jrnl_flush(j), 0);
 	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "retrying");
@@ -701,26 +730,32 @@ test_transitions(void **state)
 	 * runs its schedule again: its attempts start over.  Any other
 	 * transition only raises them, and a stale one changes nothing.
 	 */
-	tr[0] = tj_trans("acme", "T1", "in_flight", "dead", t0 + 8, 3);
+	tr[0] = tv(tj_trans("acme", "T1", "in_flight", "dead", t0 + 8, 3), 8,
+	    t0);
 	jrnl_transition(j, &tr[0]);
 	assert_int_equal(jrnl_flush(j), 0);
 	assert_int_equal(tj_get_one(j, "acme", "T1").attempts, 3);
-	tr[0] = tj_trans("acme", "T1", "dead", "scheduled", t0 + 9, 0);
+	tr[0] = tv(tj_trans("acme", "T1", "dead", "scheduled", t0 + 9, 0), 9,
+	    t0);
 	jrnl_transition(j, &tr[0]);
-	tr[0] = tj_trans("acme", "T1", "in_flight", "dead", t0 + 8, 3);
+	tr[0] = tv(tj_trans("acme", "T1", "in_flight", "dead", t0 + 8, 3), 8,
+	    t0);
 	jrnl_transition(j, &tr[0]);	/* stale: before the retry */
 	assert_int_equal(jrnl_flush(j), 0);
 	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "scheduled");
 	assert_int_equal(o.attempts, 0);
-	tr[0] = tj_trans("acme", "T1", "in_flight", "retrying", t0 + 10, 1);
+	tr[0] = tv(tj_trans("acme", "T1", "in_flight", "retrying", t0 + 10,
+	    1), 10, t0);
 	jrnl_transition(j, &tr[0]);
-	tr[0] = tj_trans("acme", "T1", "retrying", "cancelled", t0 + 11, 0);
+	tr[0] = tv(tj_trans("acme", "T1", "retrying", "cancelled", t0 + 11,
+	    0), 11, t0);
 	jrnl_transition(j, &tr[0]);
 	assert_int_equal(jrnl_flush(j), 0);
 	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "cancelled");
 	assert_int_equal(o.attempts, 1);
+	assert_int_equal(get_row(j, "acme", "T1").version, 11);
 	tj_close(j);
 }
 
@@ -750,14 +785,14 @@ test_trans_many(void **state)
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, jobs, TM_JOBS), JRNL_OK);
 	for (i = 0; i < TM_JOBS; i++) {
-		tr = tj_trans("tm", ids[i], "in_flight", "retrying", 2000 + i,
-		    1);
+		tr = tv(tj_trans("tm", ids[i], "in_flight", "retrying",
+		    2000 + i, 1), 1, 1000);
 		tr.http_status = 500 + i;
 		jrnl_transition(j, &tr);
 	}
 	for (i = 0; i < TM_JOBS; i++) {
-		tr = tj_trans("tm", ids[i], "in_flight", i % 2 ?
-		    "delivered" : "dead", 3000 + i, 2);
+		tr = tv(tj_trans("tm", ids[i], "in_flight", i % 2 ?
+		    "delivered" : "dead", 3000 + i, 2), 2, 1000);
 		jrnl_transition(j, &tr);
 	}
 	assert_int_equal(jrnl_flush(j), 0);
@@ -778,6 +813,155 @@ test_trans_many(void **state)
 		assert_string_equal(l.to[2], i % 2 ? "delivered" : "dead");
 		assert_int_equal(l.t[2].at_ms, 3000 + i);
 	}
+	tj_close(j);
+}
+
+/*
+ * A job's transitions move its row in the order of its version, which
+ * Redis raises with every journaled change, not in the order of their
+ * times: at_ms is the clock of the instance that made the change, and the
+ * instances sharing a journal have clocks that differ.  Each transition
+ * still gets its row in the transitions table.
+ */
+static void
+test_trans_version(void **state)
+{
+	struct tb *b = tj_begin(state);
+	const int64_t t0 = 1767225600000LL, day = 86400000;
+	struct jrnl_job jobs[4], again;
+	struct jrnl_transition tr, late, early;
+	struct jrnl_scan sc;
+	struct ids ids;
+	struct jrow r;
+	struct jrnl *j;
+	int c;
+
+	jobs[0] = tj_job("v", "a", "SKEW", NULL, t0);
+	jobs[1] = tj_job("v", "a", "ORDER", NULL, t0);
+	jobs[2] = tj_job("v", "a", "BATCH", NULL, t0);
+	jobs[3] = tj_job("v", "a", "ZERO", NULL, t0);
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, jobs, 4), JRNL_OK);
+
+	/*
+	 * Clock skew: instance A's attempt 1 fails at its t0 + 100; B, its
+	 * clock 60 ms behind, delivers attempt 2 at its t0 + 40, before the
+	 * row's updated_ms.  The delivery is the job's next version: it
+	 * applies, and the restore scan no longer finds the job.
+	 */
+	tr = tv(tj_trans("v", "SKEW", "in_flight", "retrying", t0 + 100, 1),
+	    1, t0);
+	tr.due_ms = t0 + 1000;
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "v", "SKEW");
+	assert_string_equal(r.state, "retrying");
+	assert_int_equal(r.updated_ms, t0 + 100);
+	assert_int_equal(r.version, 1);
+	tr = tv(tj_trans("v", "SKEW", "in_flight", "delivered", t0 + 40, 2),
+	    2, t0);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "v", "SKEW");
+	assert_string_equal(r.state, "delivered");
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(r.updated_ms, t0 + 40);
+	assert_int_equal(r.finished_ms, t0 + 40);
+	assert_int_equal(r.version, 2);
+	memset(&sc, 0, sizeof(sc));
+	sc.tenant = "v";
+	ids.n = 0;
+	assert_int_equal(jrnl_scan_unfinished(j, &sc, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 3);
+	assert_string_equal(ids.v[0], "v/BATCH");
+	assert_string_equal(ids.v[1], "v/ORDER");
+	assert_string_equal(ids.v[2], "v/ZERO");
+
+	/*
+	 * Out of order: version 2 (a cancel) written, then version 1 (attempt
+	 * 1 failed, due again later), made earlier but stamped later by a
+	 * clock ahead.  The row keeps version 2's state, due time and
+	 * attempts; a transition of the row's own version does not move it
+	 * either.  Written in two batches, and in one.
+	 */
+	late = tv(tj_trans("v", "ORDER", "retrying", "cancelled", t0 + 20, 0),
+	    2, t0);
+	early = tv(tj_trans("v", "ORDER", "in_flight", "retrying", t0 + 500,
+	    1), 1, t0);
+	early.due_ms = t0 + 2000;
+	jrnl_transition(j, &late);
+	assert_int_equal(jrnl_flush(j), 0);
+	jrnl_transition(j, &early);
+	assert_int_equal(jrnl_flush(j), 0);
+	early.version = 2;
+	early.at_ms = t0 + 600;
+	jrnl_transition(j, &early);
+	assert_int_equal(jrnl_flush(j), 0);
+	late.job_id = early.job_id = "BATCH";
+	early.version = 1;
+	early.at_ms = t0 + 500;
+	jrnl_transition(j, &late);
+	jrnl_transition(j, &early);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "v", "ORDER");
+	assert_string_equal(r.state, "cancelled");
+	assert_int_equal(r.attempts, 0);
+	assert_int_equal(r.due_ms, t0);
+	assert_int_equal(r.updated_ms, t0 + 20);
+	assert_int_equal(r.finished_ms, t0 + 20);
+	assert_int_equal(r.version, 2);
+	r = get_row(j, "v", "BATCH");
+	assert_string_equal(r.state, "cancelled");
+	assert_int_equal(r.attempts, 0);
+	assert_int_equal(r.due_ms, t0);
+	assert_int_equal(r.finished_ms, t0 + 20);
+	assert_int_equal(r.version, 2);
+
+	/* Version 0 (a change Redis did not count) moves no row. */
+	tr = tv(tj_trans("v", "ZERO", "scheduled", "cancelled", t0 + 1, 0), 0,
+	    t0);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "v", "ZERO");
+	assert_string_equal(r.state, "scheduled");
+	assert_int_equal(r.version, 0);
+
+	/*
+	 * Another job's creation time: a late transition of an earlier job
+	 * with the same client-given id (delivered long ago, the id pushed
+	 * again since, a new job at version 0) does not move the new job's
+	 * row, whatever its version; the new job's own first one does.
+	 */
+	again = tj_job("v", "a", "AGAIN", "delivered", t0 - day);
+	again.version = 3;
+	assert_int_equal(jrnl_put_jobs(j, &again, 1), JRNL_OK);
+	again = tj_job("v", "b", "AGAIN", NULL, t0);
+	again.put_id = 77;
+	again.contested = &c;
+	assert_int_equal(jrnl_put_jobs(j, &again, 1), JRNL_OK);
+	assert_int_equal(c, 0);
+	tr = tv(tj_trans("v", "AGAIN", "delivered", "dead", t0 + 5, 0), 4,
+	    t0 - day);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "v", "AGAIN");
+	assert_string_equal(r.state, "scheduled");
+	assert_int_equal(r.created_ms, t0);
+	assert_int_equal(r.updated_ms, t0);
+	assert_int_equal(r.version, 0);
+	tr = tv(tj_trans("v", "AGAIN", "in_flight", "retrying", t0 + 6, 1), 1,
+	    t0);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	r = get_row(j, "v", "AGAIN");
+	assert_string_equal(r.state, "retrying");
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.version, 1);
+
+	/* Every one of them has its transitions row. */
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
+	    "WHERE tenant = 'v'"), 10);
 	tj_close(j);
 }
 
@@ -1168,7 +1352,8 @@ test_scan_unfinished(void **state)
 	assert_int_equal(ids.n, 0);
 
 	/* Finishing through a transition takes a job out of the scan. */
-	tr = tj_trans("t1", "S1", "scheduled", "cancelled", 200, 0);
+	tr = tv(tj_trans("t1", "S1", "scheduled", "cancelled", 200, 0), 1,
+	    100);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
 	scan_all_pages(j, "t1", 0, 100, &ids);
@@ -1222,6 +1407,7 @@ test_meta(void **state)
 {
 	struct tb *b = tj_begin(state);
 	struct jrnl_job jobs[3];
+	struct jrnl_transition tr;
 	struct meta m;
 	struct jrnl *j;
 
@@ -1291,6 +1477,23 @@ test_meta(void **state)
 	assert_true(tj_get_one(j, "acme", "M1").finished_ms > 0);
 	assert_string_equal(tj_get_one(j, "acme", "M2").state, "retrying");
 	assert_int_equal(tj_get_one(j, "acme", "M3").finished_ms, 1);
+	/*
+	 * A change Redis made before the topic went, its transition written
+	 * after: the cancelled row stays cancelled, whatever its version.
+	 */
+	tr = tv(tj_trans("acme", "M1", "in_flight", "retrying", 2, 1), 7, 1);
+	tr.due_ms = 5000;
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_string_equal(tj_get_one(j, "acme", "M1").state, "cancelled");
+	/* Its job's second life, the id pushed again, starts over. */
+	jobs[0] = tj_job("acme", "orders", "M1", "scheduled", 9);
+	assert_int_equal(jrnl_put_jobs(j, jobs, 1), JRNL_OK);
+	tr = tv(tj_trans("acme", "M1", "in_flight", "delivered", 10, 1), 1,
+	    9);
+	jrnl_transition(j, &tr);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_string_equal(tj_get_one(j, "acme", "M1").state, "delivered");
 
 	/* Deleting a tenant takes its keys, topics, jobs and transitions. */
 	jobs[0] = tj_job("beta", "x", "B1", "scheduled", 1);
@@ -1341,9 +1544,11 @@ test_retention(void **state)
 	jobs[7] = tj_job("p2", "a", "P8", "cancelled", now - 2 * hour);
 	j = tj_open_cfg(&c);
 	assert_int_equal(jrnl_put_jobs(j, jobs, NELEM(jobs)), JRNL_OK);
-	tr = tj_trans("p1", "P6", "in_flight", "delivered", now - 2 * hour, 1);
+	tr = tv(tj_trans("p1", "P6", "in_flight", "delivered", now - 2 * hour,
+	    1), 1, now - 4 * hour);
 	jrnl_transition(j, &tr);
-	tr = tj_trans("p1", "P3", "in_flight", "delivered", now - hour / 6, 1);
+	tr = tv(tj_trans("p1", "P3", "in_flight", "delivered", now - hour / 6,
+	    1), 1, now - hour / 6);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions"), 2);
@@ -1554,6 +1759,7 @@ main(void)
 		BOTH(test_group_commit),
 		BOTH(test_put_cb),
 		BOTH(test_transitions),
+		BOTH(test_trans_version),
 		BOTH(test_put_token),
 		BOTH(test_put_version),
 		BOTH(test_list),

@@ -60,6 +60,8 @@ outage_case(struct tb *b, int (*outage)(struct tb *, int))
 	struct jrnl *j;
 	int64_t t0;
 
+	tr.version = 1;
+	tr.created_ms = j1.created_ms;
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(jrnl_put_jobs(j, &j1, 1), JRNL_OK);
 	assert_int_equal(outage(b, 1), 0);
@@ -176,6 +178,8 @@ test_async_queue(void **state)
 	for (i = 0; i < 15; i++) {
 		tr = tj_trans("q", idbuf[i % 10], "scheduled", "ready",
 		    200 + i, 0);
+		tr.version = 1 + i / 10;
+		tr.created_ms = 100 + i % 10;
 		jrnl_transition(j, &tr);
 	}
 	jrnl_get_stats(j, &st);
@@ -314,6 +318,8 @@ test_trans_order(void **state)
 		/* The last job of this put, delivered. */
 		tr = tj_trans("o", ids[i * TO_JOBS + TO_JOBS - 1], "in_flight",
 		    "delivered", 200 + i, 1);
+		tr.version = 1;
+		tr.created_ms = 100;
 		jrnl_transition(j, &tr);
 	}
 	jrnl_test_set_unavailable(0);
