@@ -31,47 +31,6 @@
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
-/* A job's row as the journal reads it back: the columns tests look at. */
-struct jrow {
-	int	found;
-	char	state[32];
-	int	attempts;
-	int64_t	due_ms;
-	int64_t	created_ms;
-	int64_t	updated_ms;
-	int64_t	finished_ms;
-	int64_t	version;
-};
-
-static int
-take_row(const struct jrnl_job *job, void *arg)
-{
-	struct jrow *r = arg;
-
-	r->found++;
-	snprintf(r->state, sizeof(r->state), "%s", job->state);
-	r->attempts = job->attempts;
-	r->due_ms = job->due_ms;
-	r->created_ms = job->created_ms;
-	r->updated_ms = job->updated_ms;
-	r->finished_ms = job->finished_ms;
-	r->version = job->version;
-	return 0;
-}
-
-static struct jrow
-get_row(struct jrnl *j, const char *tenant, const char *id)
-{
-	struct jrow r;
-	enum jrnl_err e;
-
-	memset(&r, 0, sizeof(r));
-	e = jrnl_get_job(j, tenant, id, take_row, &r);
-	if (e != JRNL_OK && e != JRNL_ENOTFOUND)
-		fail_msg("get %s/%s: %s", tenant, id, jrnl_strerror(e));
-	return r;
-}
-
 /* t as the change that made its job (created at created_ms) version v. */
 static struct jrnl_transition
 tv(struct jrnl_transition t, int64_t v, int64_t created_ms)
@@ -317,7 +276,7 @@ test_migrate_v4(void **state)
 	struct tb *b = tj_begin(state);
 	struct jrnl_job job[2];
 	struct jrnl_transition tr;
-	struct jrow r;
+	struct one_job r;
 	struct jrnl *j;
 
 	job[0] = tj_job("acme", "orders", "V1", "retrying", 1000);
@@ -343,7 +302,7 @@ test_migrate_v4(void **state)
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 2);
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
 	    "WHERE version = 0"), 2);
-	r = get_row(j, "acme", "V1");
+	r = tj_get_one(j, "acme", "V1");
 	assert_int_equal(r.found, 1);
 	assert_string_equal(r.state, "retrying");
 	assert_int_equal(r.attempts, 2);
@@ -351,7 +310,7 @@ test_migrate_v4(void **state)
 	assert_int_equal(r.created_ms, 1000);
 	assert_int_equal(r.finished_ms, 0);
 	assert_int_equal(r.version, 0);
-	r = get_row(j, "acme", "V2");
+	r = tj_get_one(j, "acme", "V2");
 	assert_string_equal(r.state, "delivered");
 	assert_int_equal(r.finished_ms, 1001);
 	assert_int_equal(r.version, 0);
@@ -360,7 +319,7 @@ test_migrate_v4(void **state)
 	    1000);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "acme", "V1");
+	r = tj_get_one(j, "acme", "V1");
 	assert_string_equal(r.state, "delivered");
 	assert_int_equal(r.attempts, 3);
 	assert_int_equal(r.version, 1);
@@ -668,7 +627,7 @@ test_transitions(void **state)
 	assert_int_equal(o.attempts, 2);
 	assert_int_equal(o.updated_ms, t0 + 5);
 	assert_int_equal(o.finished_ms, t0 + 5);
-	assert_int_equal(get_row(j, "acme", "T1").version, 5);
+	assert_int_equal(tj_get_one(j, "acme", "T1").version, 5);
 
 	/* The creation first, derived from the job's row (not a row). */
 	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions"),
@@ -755,7 +714,7 @@ test_transitions(void **state)
 	o = tj_get_one(j, "acme", "T1");
 	assert_string_equal(o.state, "cancelled");
 	assert_int_equal(o.attempts, 1);
-	assert_int_equal(get_row(j, "acme", "T1").version, 11);
+	assert_int_equal(tj_get_one(j, "acme", "T1").version, 11);
 	tj_close(j);
 }
 
@@ -832,7 +791,7 @@ test_trans_version(void **state)
 	struct jrnl_transition tr, late, early;
 	struct jrnl_scan sc;
 	struct ids ids;
-	struct jrow r;
+	struct one_job r;
 	struct jrnl *j;
 	int c;
 
@@ -854,7 +813,7 @@ test_trans_version(void **state)
 	tr.due_ms = t0 + 1000;
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "v", "SKEW");
+	r = tj_get_one(j, "v", "SKEW");
 	assert_string_equal(r.state, "retrying");
 	assert_int_equal(r.updated_ms, t0 + 100);
 	assert_int_equal(r.version, 1);
@@ -862,7 +821,7 @@ test_trans_version(void **state)
 	    2, t0);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "v", "SKEW");
+	r = tj_get_one(j, "v", "SKEW");
 	assert_string_equal(r.state, "delivered");
 	assert_int_equal(r.attempts, 2);
 	assert_int_equal(r.updated_ms, t0 + 40);
@@ -904,14 +863,14 @@ test_trans_version(void **state)
 	jrnl_transition(j, &late);
 	jrnl_transition(j, &early);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "v", "ORDER");
+	r = tj_get_one(j, "v", "ORDER");
 	assert_string_equal(r.state, "cancelled");
 	assert_int_equal(r.attempts, 0);
 	assert_int_equal(r.due_ms, t0);
 	assert_int_equal(r.updated_ms, t0 + 20);
 	assert_int_equal(r.finished_ms, t0 + 20);
 	assert_int_equal(r.version, 2);
-	r = get_row(j, "v", "BATCH");
+	r = tj_get_one(j, "v", "BATCH");
 	assert_string_equal(r.state, "cancelled");
 	assert_int_equal(r.attempts, 0);
 	assert_int_equal(r.due_ms, t0);
@@ -923,7 +882,7 @@ test_trans_version(void **state)
 	    t0);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "v", "ZERO");
+	r = tj_get_one(j, "v", "ZERO");
 	assert_string_equal(r.state, "scheduled");
 	assert_int_equal(r.version, 0);
 
@@ -945,7 +904,7 @@ test_trans_version(void **state)
 	    t0 - day);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "v", "AGAIN");
+	r = tj_get_one(j, "v", "AGAIN");
 	assert_string_equal(r.state, "scheduled");
 	assert_int_equal(r.created_ms, t0);
 	assert_int_equal(r.updated_ms, t0);
@@ -954,7 +913,7 @@ test_trans_version(void **state)
 	    t0);
 	jrnl_transition(j, &tr);
 	assert_int_equal(jrnl_flush(j), 0);
-	r = get_row(j, "v", "AGAIN");
+	r = tj_get_one(j, "v", "AGAIN");
 	assert_string_equal(r.state, "retrying");
 	assert_int_equal(r.attempts, 1);
 	assert_int_equal(r.version, 1);
@@ -1131,7 +1090,7 @@ test_put_version(void **state)
 	struct tb *b = tj_begin(state);
 	struct jrnl_job job = tj_job("v", "a", "P1", NULL, 100);
 	struct jrnl_scan sc;
-	struct jrow r;
+	struct one_job r;
 	int64_t v;
 	int c;
 	struct jrnl *j;
@@ -1139,7 +1098,7 @@ test_put_version(void **state)
 	j = tj_open(b, JRNL_MODE_SYNC);
 	job.version = 5;
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
-	assert_int_equal(get_row(j, "v", "P1").version, 5);
+	assert_int_equal(tj_get_one(j, "v", "P1").version, 5);
 	memset(&sc, 0, sizeof(sc));
 	sc.tenant = "v";
 	v = -1;
@@ -1162,7 +1121,7 @@ test_put_version(void **state)
 	job.updated_ms = 150;
 	job.version = 9;
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
-	r = get_row(j, "v", "P1");
+	r = tj_get_one(j, "v", "P1");
 	assert_string_equal(r.state, "retrying");
 	assert_int_equal(r.attempts, 2);
 	assert_int_equal(r.version, 9);
@@ -1174,7 +1133,7 @@ test_put_version(void **state)
 	c = -1;
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	assert_int_equal(c, 1);
-	r = get_row(j, "v", "P1");
+	r = tj_get_one(j, "v", "P1");
 	assert_int_equal(r.created_ms, 100);
 	assert_int_equal(r.version, 9);
 
@@ -1182,14 +1141,14 @@ test_put_version(void **state)
 	job = tj_job("v", "a", "P1", "delivered", 300);
 	job.version = 12;
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
-	assert_int_equal(get_row(j, "v", "P1").version, 12);
+	assert_int_equal(tj_get_one(j, "v", "P1").version, 12);
 	job = tj_job("v", "a", "P1", NULL, 400);
 	job.put_id = 2;
 	job.contested = &c;
 	c = -1;
 	assert_int_equal(jrnl_put_jobs(j, &job, 1), JRNL_OK);
 	assert_int_equal(c, 0);
-	r = get_row(j, "v", "P1");
+	r = tj_get_one(j, "v", "P1");
 	assert_string_equal(r.state, "scheduled");
 	assert_int_equal(r.created_ms, 400);
 	assert_int_equal(r.finished_ms, 0);

@@ -40,8 +40,11 @@ struct one_job {
 	int	found;
 	char	state[32];
 	int	attempts;
+	int64_t	due_ms;
+	int64_t	created_ms;
 	int64_t	updated_ms;
 	int64_t	finished_ms;
+	int64_t	version;
 };
 
 /* test_journal_fixture.c: the backends, passed as cmocka's initial state. */

@@ -303,8 +303,11 @@ tj_take_job(const struct jrnl_job *job, void *arg)
 	o->found = 1;
 	snprintf(o->state, sizeof(o->state), "%s", job->state);
 	o->attempts = job->attempts;
+	o->due_ms = job->due_ms;
+	o->created_ms = job->created_ms;
 	o->updated_ms = job->updated_ms;
 	o->finished_ms = job->finished_ms;
+	o->version = job->version;
 	return 0;
 }
 
