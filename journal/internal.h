@@ -57,6 +57,12 @@ struct jrnl_val {
 	size_t		 len;
 };
 
+/*
+ * The most columns a statement's result row may have (a job's row has 16);
+ * a driver refuses a statement with more rather than cut its rows short.
+ */
+#define JRNL_ROW_COLS_MAX	24
+
 /* A row: cols[0..ncols); 0 to go on, else stop. */
 typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
 		    void *arg);

@@ -29,7 +29,6 @@
 #include "util/xmalloc.h"
 
 #define MY_MAX_ARGS	JRNL_ARGS_MAX
-#define MY_MAX_COLS	16
 #define MY_SCHEMA_LOCK	"retryd_journal_schema"
 
 struct jrnl_conn {
@@ -207,18 +206,18 @@ is_int_type(enum enum_field_types t)
 }
 
 struct my_result {
-	MYSQL_BIND	 bind[MY_MAX_COLS];
-	int64_t		 ints[MY_MAX_COLS];
-	unsigned long	 lens[MY_MAX_COLS];
-	my_bool		 nulls[MY_MAX_COLS];
-	char		*bufs[MY_MAX_COLS];
+	MYSQL_BIND	 bind[JRNL_ROW_COLS_MAX];
+	int64_t		 ints[JRNL_ROW_COLS_MAX];
+	unsigned long	 lens[JRNL_ROW_COLS_MAX];
+	my_bool		 nulls[JRNL_ROW_COLS_MAX];
+	char		*bufs[JRNL_ROW_COLS_MAX];
 	size_t		 ncols;
 };
 
 static enum jrnl_err
 fetch_rows(struct jrnl_conn *c, MYSQL_STMT *st, jrnl_row_fn fn, void *arg)
 {
-	struct jrnl_val cols[MY_MAX_COLS];
+	struct jrnl_val cols[JRNL_ROW_COLS_MAX];
 	struct my_result r;
 	MYSQL_RES *meta = NULL;
 	MYSQL_FIELD *f;
@@ -234,7 +233,7 @@ fetch_rows(struct jrnl_conn *c, MYSQL_STMT *st, jrnl_row_fn fn, void *arg)
 		goto out;
 	}
 	r.ncols = mysql_num_fields(meta);
-	if (r.ncols > MY_MAX_COLS) {
+	if (r.ncols > JRNL_ROW_COLS_MAX) {
 		snprintf(c->err, sizeof(c->err), "too many columns");
 		e = JRNL_EINTERNAL;
 		goto out;
@@ -285,7 +284,7 @@ out:
 	mysql_stmt_free_result(st);
 	if (meta != NULL)
 		mysql_free_result(meta);
-	for (i = 0; i < MY_MAX_COLS; i++)
+	for (i = 0; i < JRNL_ROW_COLS_MAX; i++)
 		free(r.bufs[i]);
 	return e;
 }

@@ -22,8 +22,6 @@
 #include "journal/internal.h"
 #include "util/xmalloc.h"
 
-#define SQLITE_MAX_COLS	16
-
 struct jrnl_conn {
 	sqlite3		*db;
 	sqlite3_stmt	*stmts[JS_COUNT];
@@ -218,7 +216,7 @@ sq_run(struct jrnl_conn *c, int id, const char *sql,
     const struct jrnl_val *args, size_t nargs, jrnl_row_fn fn, void *arg,
     int64_t *changes)
 {
-	struct jrnl_val cols[SQLITE_MAX_COLS];
+	struct jrnl_val cols[JRNL_ROW_COLS_MAX];
 	sqlite3_stmt *st;
 	enum jrnl_err e;
 	size_t ncols;
@@ -238,8 +236,11 @@ sq_run(struct jrnl_conn *c, int id, const char *sql,
 	if ((e = bind_args(c, st, args, nargs)) != JRNL_OK)
 		goto out;
 	ncols = (size_t)sqlite3_column_count(st);
-	if (ncols > SQLITE_MAX_COLS)
-		ncols = SQLITE_MAX_COLS;
+	if (ncols > JRNL_ROW_COLS_MAX) {
+		snprintf(c->err, sizeof(c->err), "too many columns");
+		e = JRNL_EINTERNAL;
+		goto out;
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (fn == NULL)
 			continue;
