@@ -144,11 +144,11 @@ void	api_reply_job_result(struct api_req *req, int status,
 
 /*
  * The single place where accepted jobs reach the journal ("accepted means
- * journaled"): 0, or -1 after answering 503 journal_unavailable.
+ * journaled"): 0, or -1 after answering 503 journal_unavailable.  Each
+ * job's row is created at its created_ms (set by the accept).
  */
 int	api_journal_jobs(struct api_req *req, const char *tenant,
-	    const char *topic, const struct api_job_in *jobs, size_t n,
-	    int64_t now_ms);
+	    const char *topic, const struct api_job_in *jobs, size_t n);
 /*
  * The same without holding the thread: done(err, arg) is called once the
  * journal settled the jobs (from the journal's writer, or from this thread
@@ -157,8 +157,8 @@ int	api_journal_jobs(struct api_req *req, const char *tenant,
  */
 enum jrnl_err api_journal_jobs_cb(struct api_req *req,
 	    const char *tenant, const char *topic,
-	    const struct api_job_in *jobs, size_t n, int64_t now_ms,
-	    jrnl_done_fn done, void *arg);
+	    const struct api_job_in *jobs, size_t n, jrnl_done_fn done,
+	    void *arg);
 /* Answer 503 journal_unavailable for n jobs the journal refused (err). */
 void	api_journal_refused(struct api_req *req, const char *tenant,
 	    const char *topic, size_t n, enum jrnl_err err);

@@ -1079,7 +1079,7 @@ accept_journal_wait(struct api_req *req, struct api_accept *a,
 	p->phase = 1;
 	api_suspend(req);
 	e = api_journal_jobs_cb(req, req->tenant, a->t->name, jobs, n,
-	    p->now_ms, accept_journaled, a);
+	    accept_journaled, a);
 	if (e != JRNL_OK)
 		accept_journaled(e, a);	/* the handler answers 503 */
 }
@@ -1253,7 +1253,7 @@ accept_begin(struct api_req *req, struct api_accept *a)
 		goto out;
 	}
 	if (api_journal_jobs(req, req->tenant, a->t->name, todo != NULL ?
-	    todo : jobs, k, p->now_ms) == -1)
+	    todo : jobs, k) == -1)
 		goto out;
 	rc = 0;
 out:

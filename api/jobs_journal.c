@@ -60,7 +60,7 @@ api_need_journal(struct api_req *req, const char *what)
 /* The journal's rows of jobs (pointing into them); free() the array. */
 static struct jrnl_job *
 journal_rows(const char *tenant, const char *topic,
-    const struct api_job_in *jobs, size_t n, int64_t now_ms)
+    const struct api_job_in *jobs, size_t n)
 {
 	struct jrnl_job *jj;
 	size_t i;
@@ -79,8 +79,7 @@ journal_rows(const char *tenant, const char *topic,
 		jj[i].schedule = jobs[i].schedule;
 		jj[i].ttr_ms = jobs[i].ttr_ms;
 		jj[i].state = "scheduled";
-		jj[i].created_ms = jobs[i].created_ms > 0 ?
-		    jobs[i].created_ms : now_ms;
+		jj[i].created_ms = jobs[i].created_ms;
 		jj[i].put_id = jobs[i].put_id;
 		jj[i].contested = jobs[i].contested_at;
 	}
@@ -126,7 +125,7 @@ api_journal_refused(struct api_req *req, const char *tenant,
 
 int
 api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
-    const struct api_job_in *jobs, size_t n, int64_t now_ms)
+    const struct api_job_in *jobs, size_t n)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct jrnl_job *jj;
@@ -134,7 +133,7 @@ api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
 
 	if (ctx->jrnl == NULL || n == 0)
 		return 0;
-	jj = journal_rows(tenant, topic, jobs, n, now_ms);
+	jj = journal_rows(tenant, topic, jobs, n);
 	e = jrnl_put_jobs(ctx->jrnl, jj, n);
 	free(jj);
 	if (e == JRNL_OK)
@@ -146,7 +145,7 @@ api_journal_jobs(struct api_req *req, const char *tenant, const char *topic,
 enum jrnl_err
 api_journal_jobs_cb(struct api_req *req, const char *tenant,
     const char *topic, const struct api_job_in *jobs, size_t n,
-    int64_t now_ms, jrnl_done_fn done, void *arg)
+    jrnl_done_fn done, void *arg)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct jrnl_job *jj;
@@ -156,7 +155,7 @@ api_journal_jobs_cb(struct api_req *req, const char *tenant,
 		done(JRNL_OK, arg);
 		return JRNL_OK;
 	}
-	jj = journal_rows(tenant, topic, jobs, n, now_ms);
+	jj = journal_rows(tenant, topic, jobs, n);
 	e = jrnl_put_jobs_cb(ctx->jrnl, jj, n, done, arg);	/* copies */
 	free(jj);
 	return e;
