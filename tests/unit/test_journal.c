@@ -190,6 +190,19 @@ test_schema(void **state)
 	assert_non_null(strstr(why, "newer"));
 }
 
+/* Records the database as of schema version v: the caller undid the rest. */
+static void
+schema_back_to(struct tb *b, int v)
+{
+	char sql[64];
+
+	snprintf(sql, sizeof(sql), "DELETE FROM schema_version "
+	    "WHERE version > %d", v);
+	assert_int_equal(tj_exec(b, sql), 0);
+	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
+	    v);
+}
+
 /*
  * A journal of schema version 1 (the bizkey index over every job, the
  * finished_ms index over every job) is migrated to the current version at
@@ -225,10 +238,7 @@ test_migrate_v1(void **state)
 	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN put_id"), 0);
 	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN version"),
 	    0);
-	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
-	    "WHERE version > 1"), 0);
-	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
-	    1);
+	schema_back_to(b, 1);
 
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
@@ -291,10 +301,7 @@ test_migrate_v4(void **state)
 	/* Back to version 4. */
 	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN version"),
 	    0);
-	assert_int_equal(tj_exec(b, "DELETE FROM schema_version "
-	    "WHERE version > 4"), 0);
-	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
-	    4);
+	schema_back_to(b, 4);
 
 	j = tj_open(b, JRNL_MODE_SYNC);
 	assert_int_equal(tj_int(b, "SELECT MAX(version) FROM schema_version"),
