@@ -35,9 +35,21 @@ api_ctx_of(struct api_req *req)
 /* 1 when the request's bearer key is the admin key (nothing answered). */
 int	api_is_admin_request(struct api_req *req);
 
+/* An error's answer, described rather than sent (an item of a batch). */
+struct api_err_desc {
+	int		 status;
+	const char	*code;		/* code_buf, or a literal */
+	const char	*field;		/* NULL: none */
+	char		 code_buf[64];
+	char		 msg[128];
+};
+
 /* Answer for a scheduler error (what: "job", "topic"...). */
 void	api_sched_error(struct api_req *req, enum sched_err e,
 	    const char *what);
+/* What api_sched_error() would answer, into *d. */
+void	api_sched_describe(enum sched_err e, const char *what,
+	    struct api_err_desc *d);
 /* Answer for a registry error. */
 void	api_reg_error(struct api_req *req, enum reg_err e, const char *what);
 

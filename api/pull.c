@@ -26,6 +26,12 @@
  *    compares it with GET).  An ack's or nack's body written
  *    {"token":"..."} is read the same way (any other body takes json-c's
  *    path), and its answer is printed directly.
+ *  - Batches, an extension of API.md: reserve?max=N answers {"jobs":[...]}
+ *    with 1 to N jobs as soon as one is ready (it never waits to fill N),
+ *    and POST /v1/jobs:ack and :nack take {"jobs":[{"id","token"}, ...]}
+ *    and answer one result per item, each what the single route would
+ *    answer for it alone.  One bad item refuses the request before any is
+ *    applied, as jobs:batch does.
  *
  * Lock order: pull_lock, then the HTTP server's lock (api_resume).  A
  * waiter is touched by other threads only while it is linked, and it is
@@ -35,6 +41,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +85,8 @@ struct waiter {
 	int		 timed_out;	/* resumed by its deadline */
 	int64_t		 deadline_mono_us;
 	int64_t		 ttr_ms;
+	size_t		 want;		/* jobs to reserve: max=, or 1 */
+	int		 many;		/* max= given: answer {"jobs":[...]} */
 	int		 original;	/* GET /get/{topic} */
 	uint64_t	 gen;		/* the list's, before Redis was asked */
 	struct pull_op	*op;		/* the reserve queued, or NULL */
@@ -521,7 +530,7 @@ reserve_begin(struct api_req *req, const char *topic, int original)
 {
 	struct registry_topic *t = NULL;
 	struct waiter *w;
-	int64_t maxw = CONF_GET(limit_max_wait_ms), wait_ms;
+	int64_t maxw = CONF_GET(limit_max_wait_ms), wait_ms, want = 0;
 	int64_t dflt = PULL_WAIT_DEFAULT_MS < maxw ? PULL_WAIT_DEFAULT_MS :
 	    maxw;
 
@@ -534,13 +543,17 @@ reserve_begin(struct api_req *req, const char *topic, int original)
 		    topic);
 		return -1;
 	}
-	if (api_query_int(req, "wait_ms", 0, maxw, dflt, &wait_ms) == -1) {
+	if (api_query_int(req, "wait_ms", 0, maxw, dflt, &wait_ms) == -1 ||
+	    (!original && api_query_int(req, "max", 1, PULL_RESERVE_MAX, 0,
+	    &want) == -1)) {
 		registry_topic_free(t);
 		return -1;
 	}
 	w = xcalloc(1, sizeof(*w));
 	w->req = req;
 	w->ttr_ms = t->ttr_ms;
+	w->many = want > 0;
+	w->want = want > 0 ? (size_t)want : 1;
 	w->original = original;
 	w->deadline_mono_us = clock_mono_us() + wait_ms * 1000;
 	snprintf(w->topic, sizeof(w->topic), "%s", t->name);
@@ -554,23 +567,64 @@ reserve_begin(struct api_req *req, const char *topic, int original)
 	return 0;
 }
 
-/* The reserve's outcome (job the caller's): answer, or park w. */
+/* Appends job's part of a reserve answer to b. */
+static void
+reserved_put(struct buf *b, const struct sched_job *job, int64_t ttr_ms)
+{
+	json_object *o;
+	const char *s;
+	struct buf t;
+	size_t len;
+
+	if (reserved_text(&t, job, ttr_ms) == 0)
+		buf_append(b, t.data, t.len);
+	else {
+		o = reserved_json(job, ttr_ms);
+		s = json_object_to_json_string_length(o,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+		    &len);
+		buf_append(b, s, len);
+		json_object_put(o);
+	}
+	buf_free(&t);
+}
+
+static void
+jobs_free(struct sched_job **jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sched_job_free(jobs[i]);
+	free(jobs);
+}
+
+/*
+ * The reserve's outcome (jobs[0 .. n-1], the caller's): answer, or park
+ * w.  A reserve with max= answers {"jobs":[...]}, one without the job.
+ */
 static void
 reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
-    struct sched_job *job)
+    struct sched_job **jobs, size_t n)
 {
 	struct buf b;
+	size_t i;
 	int stale;
 
-	if (e == SCHED_OK) {
-		if (reserved_text(&b, job, w->ttr_ms) == 0)
-			api_reply(req, 200, "application/json", b.data,
-			    b.len);
-		else
-			api_reply_json(req, 200, reserved_json(job,
-			    w->ttr_ms));
+	if (e == SCHED_OK && n > 0) {
+		buf_init(&b, SIZE_MAX / 2);	/* the jobs bound it */
+		if (w->many)
+			buf_puts(&b, "{\"jobs\":[");
+		for (i = 0; i < n; i++) {
+			if (i > 0)
+				buf_append(&b, ",", 1);
+			reserved_put(&b, jobs[i], w->ttr_ms);
+		}
+		if (w->many)
+			buf_puts(&b, "]}");
+		api_reply(req, 200, "application/json", b.data, b.len);
 		buf_free(&b);
-		sched_job_free(job);
+		jobs_free(jobs, n);
 		/* There may be more: pass the word on. */
 		pthread_mutex_lock(&pull_lock);
 		if (w->list->head != NULL)
@@ -578,7 +632,9 @@ reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
 		pthread_mutex_unlock(&pull_lock);
 		return;
 	}
-	sched_job_free(job);
+	jobs_free(jobs, n);
+	if (e == SCHED_OK)
+		e = SCHED_ENOTFOUND;
 	if (e != SCHED_ENOTFOUND) {
 		api_sched_error(req, e, "topic");
 		return;
@@ -618,10 +674,11 @@ void
 api_pull_reserve(struct api_req *req, const char *topic, int original)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	struct sched_job *job;
+	struct sched_job **jobs;
 	struct pull_op *op;
 	struct waiter *w;
 	enum sched_err e;
+	size_t n;
 
 	if (req->state == NULL && reserve_begin(req, topic, original) == -1)
 		return;
@@ -631,10 +688,12 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 			return;
 		w->op = NULL;
 		e = op->err;
-		job = op->job;
-		op->job = NULL;
+		jobs = op->jobs;
+		n = op->njobs;
+		op->jobs = NULL;
+		op->njobs = 0;
 		pull_op_release(op);
-		reserve_done(req, w, e, job);
+		reserve_done(req, w, e, jobs, n);
 		return;
 	}
 	pthread_mutex_lock(&pull_lock);
@@ -657,6 +716,7 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	op = pull_op_new(req, PULL_OP_RESERVE);
 	op->sched = ctx->sched;
 	op->ttr_ms = w->ttr_ms;
+	op->want = w->want;
 	snprintf(op->topic, sizeof(op->topic), "%s", w->topic);
 	w->op = op;
 	if (pull_op_submit(req, op) == 1)
@@ -682,68 +742,142 @@ finish_free_state(void *state)
 	pull_op_release(state);
 }
 
-/* Called again with the ack's outcome in req->state: answer it. */
-static void
-finish_done(struct api_req *req)
+/*
+ * What item it of op (applied, its journal waited for) answers: 0 and its
+ * answer appended to b ("status":200 in it for a batch's item), or -1 and
+ * the error in *d.  A finished job gives its pending room back to the
+ * tenant's quota here, once.
+ */
+static int
+item_answer(struct api_req *req, const struct pull_op *op,
+    const struct pull_item *it, int in_batch, struct buf *b,
+    struct api_err_desc *d)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	struct pull_op *op = req->state;
-	struct schedule_decision *d = &op->decision;
-	const char *state;
-	enum sched_err e;
-	struct buf b;
+	const struct schedule_decision *dec = &it->decision;
+	struct sched_job *job = NULL;
+	enum sched_err e = it->err;
 
-	if (!pull_op_wait(req, op))
-		return;
-	e = op->err;
 	if (e == SCHED_ESTALE) {
 		/* A token matches no job that does not exist: say so. */
-		struct sched_job *job = NULL;
-
-		if (sched_get(ctx->sched, req->tenant, op->id, &job) ==
+		if (sched_get(ctx->sched, req->tenant, it->id, &job) ==
 		    SCHED_ENOTFOUND)
 			e = SCHED_ENOTFOUND;
 		sched_job_free(job);
 	}
 	if (e == SCHED_ECONFLICT) {
-		api_error(req, 409, "job_not_reserved", NULL,
-		    "the job is not reserved");
-		return;
+		d->status = 409;
+		d->code = "job_not_reserved";
+		d->field = NULL;
+		snprintf(d->msg, sizeof(d->msg), "the job is not reserved");
+		return -1;
 	}
 	if (e != SCHED_OK) {
-		api_sched_error(req, e, "job");
-		return;
+		api_sched_describe(e, "job", d);
+		return -1;
 	}
-	if (d->verdict != SCHEDULE_RETRY)
+	if (dec->verdict != SCHEDULE_RETRY)
 		api_quota_refund(req->tenant, 1);
-	if (op->jerr == JRNL_EFULL) {
-		/* A transition of its batch was dropped: never written. */
-		log_warnx("api: journal: %s of %s/%s made in Redis is not "
-		    "journaled: the journal's queue is full",
-		    op->ack ? "ack" : "nack", req->tenant, op->id);
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the %s was applied but the journal's queue is full, so "
-		    "it is not journaled", op->ack ? "ack" : "nack");
-		return;
-	}
 	if (op->jerr != JRNL_OK) {
-		log_warnx("api: journal: %s of %s/%s made in Redis is queued "
-		    "for the journal only: %s", op->ack ? "ack" : "nack",
-		    req->tenant, op->id, jrnl_strerror(op->jerr));
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the %s was applied but is not journaled yet (%s); it is "
-		    "written when the journal is back", op->ack ? "ack" :
-		    "nack", jrnl_strerror(op->jerr));
-		return;
+		d->status = 503;
+		d->code = "journal_unavailable";
+		d->field = NULL;
+		if (op->jerr == JRNL_EFULL)
+			/* A transition of its batch was dropped. */
+			snprintf(d->msg, sizeof(d->msg), "the %s was applied "
+			    "but the journal's queue is full, so it is not "
+			    "journaled", op->ack ? "ack" : "nack");
+		else
+			snprintf(d->msg, sizeof(d->msg), "the %s was applied "
+			    "but is not journaled yet (%s); it is written when "
+			    "the journal is back", op->ack ? "ack" : "nack",
+			    jrnl_strerror(op->jerr));
+		return -1;
 	}
-	state = d->verdict == SCHEDULE_DONE ? "delivered" :
-	    d->verdict == SCHEDULE_RETRY ? "retrying" : "dead";
-	buf_init(&b, 6 * sizeof(op->id) + PULL_ANSWER_MORE);
-	api_put_str(&b, "{\"id\":", op->id);
-	api_put_str(&b, ",\"state\":", state);
-	if (d->verdict == SCHEDULE_RETRY)
-		api_put_int(&b, ",\"next_attempt_ms\":", d->next_ms);
-	buf_append(&b, "}", 1);
+	api_put_str(b, "{\"id\":", it->id);
+	if (in_batch)
+		buf_puts(b, ",\"status\":200");
+	api_put_str(b, ",\"state\":", dec->verdict == SCHEDULE_DONE ?
+	    "delivered" : dec->verdict == SCHEDULE_RETRY ? "retrying" :
+	    "dead");
+	if (dec->verdict == SCHEDULE_RETRY)
+		api_put_int(b, ",\"next_attempt_ms\":", dec->next_ms);
+	buf_append(b, "}", 1);
+	return 0;
+}
+
+/* Logs that n outcomes of op applied in Redis are not journaled. */
+static void
+log_unjournaled(struct api_req *req, const struct pull_op *op, size_t n)
+{
+	if (op->jerr == JRNL_OK || n == 0)
+		return;
+	if (op->jerr == JRNL_EFULL)
+		log_warnx("api: journal: %zu %s(s) of %s (%s...) made in "
+		    "Redis are not journaled: the journal's queue is full", n,
+		    op->ack ? "ack" : "nack", req->tenant, op->items[0].id);
+	else
+		log_warnx("api: journal: %zu %s(s) of %s (%s...) made in "
+		    "Redis are queued for the journal only: %s", n,
+		    op->ack ? "ack" : "nack", req->tenant, op->items[0].id,
+		    jrnl_strerror(op->jerr));
+}
+
+/* Called again with the ack's outcome in req->state: answer it. */
+static void
+finish_done(struct api_req *req)
+{
+	struct pull_op *op = req->state;
+	struct api_err_desc d;
+	struct buf b;
+
+	if (!pull_op_wait(req, op))
+		return;
+	buf_init(&b, 6 * sizeof(op->one.id) + PULL_ANSWER_MORE);
+	if (item_answer(req, op, &op->one, 0, &b, &d) == 0)
+		api_reply(req, 200, "application/json", b.data, b.len);
+	else {
+		if (op->one.err == SCHED_OK)
+			log_unjournaled(req, op, 1);
+		api_error(req, d.status, d.code, d.field, "%s", d.msg);
+	}
+	buf_free(&b);
+}
+
+/* Called again with a batch's outcomes: one result per item, in order. */
+static void
+finish_many_done(struct api_req *req)
+{
+	struct pull_op *op = req->state;
+	struct api_err_desc d;
+	struct buf b;
+	char field[64];
+	size_t i, applied = 0;
+
+	if (!pull_op_wait(req, op))
+		return;
+	buf_init(&b, op->nitems * (6 * sizeof(op->one.id) + 256) + 64);
+	buf_puts(&b, "{\"results\":[");
+	for (i = 0; i < op->nitems; i++) {
+		if (i > 0)
+			buf_append(&b, ",", 1);
+		if (op->items[i].err == SCHED_OK)
+			applied++;
+		if (item_answer(req, op, &op->items[i], 1, &b, &d) == 0)
+			continue;
+		api_put_str(&b, "{\"id\":", op->items[i].id);
+		api_put_int(&b, ",\"status\":", d.status);
+		api_put_str(&b, ",\"error\":{\"code\":", d.code);
+		api_put_str(&b, ",\"message\":", d.msg);
+		if (d.field != NULL) {
+			snprintf(field, sizeof(field), "jobs[%zu].%s", i,
+			    d.field);
+			api_put_str(&b, ",\"field\":", field);
+		}
+		buf_puts(&b, "}}");
+	}
+	buf_puts(&b, "]}");
+	log_unjournaled(req, op, applied);
 	api_reply(req, 200, "application/json", b.data, b.len);
 	buf_free(&b);
 }
@@ -780,8 +914,8 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 	op->ack = ack;
 	if (conf.journal_mode == CONF_JOURNAL_SYNC)
 		op->jrnl = ctx->jrnl;
-	snprintf(op->id, sizeof(op->id), "%s", id);
-	snprintf(op->token, sizeof(op->token), "%s", token);
+	snprintf(op->one.id, sizeof(op->one.id), "%s", id);
+	snprintf(op->one.token, sizeof(op->one.token), "%s", token);
 	req->state = op;
 	req->free_state = finish_free_state;
 	if (pull_op_submit(req, op) == 1)
@@ -855,6 +989,121 @@ nack(struct api_req *req)
 	finish(req, 0);
 }
 
+/*
+ * Item i of a batch's body (o): 0 and it filled, or -1 after answering
+ * 400 naming the item's field.
+ */
+static int
+finish_item_parse(struct api_req *req, json_object *o, size_t i,
+    struct pull_item *it)
+{
+	static const char *const allowed[] = { "id", "token", NULL };
+	const char *id = NULL, *token = NULL;
+	char prefix[32], fid[48], ftok[48];
+
+	snprintf(prefix, sizeof(prefix), "jobs[%zu].", i);
+	snprintf(fid, sizeof(fid), "jobs[%zu].id", i);
+	snprintf(ftok, sizeof(ftok), "jobs[%zu].token", i);
+	if (!json_object_is_type(o, json_type_object)) {
+		snprintf(prefix, sizeof(prefix), "jobs[%zu]", i);
+		api_error(req, 400, "invalid_field", prefix,
+		    "an item must be a JSON object with id and token");
+		return -1;
+	}
+	if (api_json_only(req, o, allowed, prefix) == -1 ||
+	    api_json_string(req, o, "id", fid, API_JOB_ID_MAX, &id,
+	    NULL) == -1 ||
+	    api_json_string(req, o, "token", ftok, PULL_TOKEN_MAX, &token,
+	    NULL) == -1)
+		return -1;
+	if (id == NULL || token == NULL) {
+		api_error(req, 400, "missing_field", id == NULL ? fid : ftok,
+		    "each item needs the job's id and its reservation's "
+		    "token");
+		return -1;
+	}
+	if (api_check_job_id_field(req, id, fid) == -1)
+		return -1;
+	if (!valid_token(token)) {
+		api_error(req, 400, "invalid_field", ftok,
+		    "token must be the one reserve answered");
+		return -1;
+	}
+	snprintf(it->id, sizeof(it->id), "%s", id);
+	snprintf(it->token, sizeof(it->token), "%s", token);
+	return 0;
+}
+
+/*
+ * POST /v1/jobs:ack and :nack, {"jobs":[{"id","token"}, ...]}: every item
+ * is checked before any is applied (one bad item refuses the request, as
+ * in jobs:batch); then all of them go to the batch worker as one op, and
+ * each is answered as the single route would answer it alone.
+ */
+static void
+finish_many(struct api_req *req, int ack)
+{
+	static const char *const allowed[] = { "jobs", NULL };
+	struct api_ctx *ctx = api_ctx_of(req);
+	size_t i, n, limit = (size_t)CONF_GET(limit_batch);
+	struct pull_item *items = NULL;
+	json_object *body = NULL, *arr;
+	struct pull_op *op;
+
+	if (req->state != NULL) {	/* called again: the answer */
+		finish_many_done(req);
+		return;
+	}
+	if (api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, allowed, "") == -1)
+		goto out;
+	if (!json_object_object_get_ex(body, "jobs", &arr) ||
+	    !json_object_is_type(arr, json_type_array)) {
+		api_error(req, 400, "missing_field", "jobs",
+		    "jobs must be an array of {\"id\", \"token\"}");
+		goto out;
+	}
+	n = json_object_array_length(arr);
+	if (n == 0 || n > limit) {
+		api_error(req, n == 0 ? 400 : 413, n == 0 ? "invalid_field" :
+		    "batch_too_large", "jobs", "a batch holds 1 to %zu jobs",
+		    limit);
+		goto out;
+	}
+	items = xcalloc(n, sizeof(*items));
+	for (i = 0; i < n; i++)
+		if (finish_item_parse(req, json_object_array_get_idx(arr, i),
+		    i, &items[i]) == -1)
+			goto out;
+	op = pull_op_new(req, PULL_OP_FINISH);
+	op->items = items;
+	op->nitems = n;
+	items = NULL;
+	op->sched = ctx->sched;
+	op->ack = ack;
+	if (conf.journal_mode == CONF_JOURNAL_SYNC)
+		op->jrnl = ctx->jrnl;
+	req->state = op;
+	req->free_state = finish_free_state;
+	if (pull_op_submit(req, op) == 1)
+		finish_many_done(req);
+out:
+	free(items);
+	json_object_put(body);
+}
+
+static void
+ack_many(struct api_req *req)
+{
+	finish_many(req, 1);
+}
+
+static void
+nack_many(struct api_req *req)
+{
+	finish_many(req, 0);
+}
+
 const struct api_route api_routes_pull[] = {
 	{ "GET", "/v1/topics/{topic}/reserve", API_AUTH_TENANT, reserve,
 	    "long-poll for a ready job of a pull topic", API_NO_HEAD },
@@ -862,5 +1111,9 @@ const struct api_route api_routes_pull[] = {
 	    "finish a reserved job", 0 },
 	{ "POST", "/v1/jobs/{id}/nack", API_AUTH_TENANT, nack,
 	    "fail a reserved job's attempt", 0 },
+	{ "POST", "/v1/jobs:ack", API_AUTH_TENANT, ack_many,
+	    "finish reserved jobs, each with its token", 0 },
+	{ "POST", "/v1/jobs:nack", API_AUTH_TENANT, nack_many,
+	    "fail reserved jobs' attempts, each with its token", 0 },
 	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

@@ -42,6 +42,7 @@
 #include "util/xmalloc.h"
 
 #define PULL_BATCH_MAX	256	/* ops per scheduler call */
+#define PULL_BATCH_WORK	4096	/* jobs reserved or finished, about */
 
 struct pb_queue {
 	struct pull_op	*head, **tail;
@@ -68,6 +69,9 @@ pull_op_new(struct api_req *req, enum pull_op_kind kind)
 	op->kind = kind;
 	op->req = req;
 	op->refs = 1;
+	op->want = 1;
+	op->items = &op->one;
+	op->nitems = 1;
 	snprintf(op->tenant, sizeof(op->tenant), "%s", req->tenant);
 	return op;
 }
@@ -82,7 +86,13 @@ unref_locked(struct pull_op *op)
 static void
 op_free(struct pull_op *op)
 {
-	sched_job_free(op->job);
+	size_t i;
+
+	for (i = 0; i < op->njobs; i++)
+		sched_job_free(op->jobs[i]);
+	free(op->jobs);
+	if (op->items != &op->one)
+		free(op->items);
 	free(op);
 }
 
@@ -137,25 +147,34 @@ same_reserve(const struct pull_op *a, const struct pull_op *b)
 }
 
 /*
- * Reserves for v[0 .. n-1] (one tenant, topic and time to run): the best
- * job to the first consumer, and so on; those left get ENOTFOUND.
+ * Reserves for v[0 .. n-1] (one tenant, topic and time to run) in one
+ * call, dealt round-robin in the order they asked: the best job to the
+ * first consumer, the next to the second, and a consumer that asked for
+ * several gets its second only once each has had one.  Those left with
+ * none get ENOTFOUND.
  */
 static void
 reserve_group(struct pull_op **v, size_t n)
 {
-	struct sched_job **jobs = xcalloc(n, sizeof(*jobs));
+	struct sched_job **jobs;
 	enum sched_err e;
-	size_t got = 0, i;
+	size_t got = 0, want = 0, i, k;
 
-	e = sched_reserve_many(v[0]->sched, v[0]->tenant, v[0]->topic,
-	    v[0]->ttr_ms, n, jobs, &got);
 	for (i = 0; i < n; i++) {
-		if (i < got) {
-			v[i]->err = SCHED_OK;
-			v[i]->job = jobs[i];
-		} else
-			v[i]->err = e == SCHED_OK ? SCHED_ENOTFOUND : e;
+		want += v[i]->want;
+		v[i]->jobs = xcalloc(v[i]->want, sizeof(*v[i]->jobs));
+		v[i]->njobs = 0;
 	}
+	jobs = xcalloc(want, sizeof(*jobs));
+	e = sched_reserve_many(v[0]->sched, v[0]->tenant, v[0]->topic,
+	    v[0]->ttr_ms, want, jobs, &got);
+	for (k = 0; k < got; )
+		for (i = 0; i < n && k < got; i++)
+			if (v[i]->njobs < v[i]->want)
+				v[i]->jobs[v[i]->njobs++] = jobs[k++];
+	for (i = 0; i < n; i++)
+		v[i]->err = v[i]->njobs > 0 ? SCHED_OK : e == SCHED_OK ?
+		    SCHED_ENOTFOUND : e;
 	free(jobs);
 }
 
@@ -181,31 +200,39 @@ reserve_batch(struct pull_op **v, size_t n)
 	free(g);
 }
 
-/* Acks and nacks of v[0 .. n-1], in one sched_report_many per scheduler. */
+/*
+ * Acks and nacks of v[0 .. n-1], every item of each, in one
+ * sched_report_many per scheduler.
+ */
 static void
 finish_batch(struct pull_op **v, size_t n)
 {
-	struct sched_report_item *it = xcalloc(n, sizeof(*it));
-	size_t i, j, k;
+	struct sched_report_item *it;
+	struct pull_item *pi;
+	size_t i, j, k, m, x;
 
 	for (i = 0; i < n; i = j) {
-		for (j = i; j < n && v[j]->sched == v[i]->sched; j++) {
-			k = j - i;
-			it[k].tenant = v[j]->tenant;
-			it[k].id = v[j]->id;
-			it[k].token = v[j]->token;
-			it[k].outcome.kind = v[j]->ack ? SCHEDULE_OK :
-			    SCHEDULE_NACK;
-			it[k].outcome.retry_after_ms = -1;
-		}
-		sched_report_many(v[i]->sched, it, j - i);
-		for (k = i; k < j; k++) {
-			v[k]->err = it[k - i].err;
-			v[k]->decision = it[k - i].decision;
-		}
-		memset(it, 0, n * sizeof(*it));
+		for (m = 0, j = i; j < n && v[j]->sched == v[i]->sched; j++)
+			m += v[j]->nitems;
+		it = xcalloc(m, sizeof(*it));
+		for (k = 0, j = i; j < n && v[j]->sched == v[i]->sched; j++)
+			for (x = 0; x < v[j]->nitems; x++, k++) {
+				pi = &v[j]->items[x];
+				it[k].tenant = v[j]->tenant;
+				it[k].id = pi->id;
+				it[k].token = pi->token;
+				it[k].outcome.kind = v[j]->ack ? SCHEDULE_OK :
+				    SCHEDULE_NACK;
+				it[k].outcome.retry_after_ms = -1;
+			}
+		sched_report_many(v[i]->sched, it, m);
+		for (k = 0, j = i; j < n && v[j]->sched == v[i]->sched; j++)
+			for (x = 0; x < v[j]->nitems; x++, k++) {
+				v[j]->items[x].err = it[k].err;
+				v[j]->items[x].decision = it[k].decision;
+			}
+		free(it);
 	}
-	free(it);
 }
 
 /* Acks and nacks waiting for their journal commit (the worker's refs). */
@@ -267,12 +294,19 @@ apply(enum pull_op_kind kind, struct pull_op **v, size_t n)
 /* ------------------------------------------------------------------ */
 /* The workers */
 
+/* The jobs op reserves or finishes. */
+static size_t
+op_work(const struct pull_op *op)
+{
+	return op->kind == PULL_OP_RESERVE ? op->want : op->nitems;
+}
+
 static void *
 worker_main(void *arg)
 {
 	struct pb_queue *q = arg;
 	struct pull_op *v[PULL_BATCH_MAX];
-	size_t n;
+	size_t n, work;
 
 	pthread_mutex_lock(&pb_lock);
 	for (;;) {
@@ -280,7 +314,11 @@ worker_main(void *arg)
 			pthread_cond_wait(&q->cond, &pb_lock);
 		if (q->head == NULL)
 			break;
-		for (n = 0; n < PULL_BATCH_MAX && q->head != NULL; n++) {
+		/* Every op queued, up to a bound on the scheduler call. */
+		for (n = work = 0; n < PULL_BATCH_MAX && q->head != NULL &&
+		    (n == 0 || work + op_work(q->head) <= PULL_BATCH_WORK);
+		    n++) {
+			work += op_work(q->head);
 			v[n] = q->head;
 			q->head = v[n]->next;
 		}

@@ -8,7 +8,9 @@
  * called again, answers from its op.  Acks and nacks with a journal to
  * wait for are resumed once a flush ticket of the journal says their
  * transitions are committed: one ticket per batch, so acks applied
- * together share the wait and the commit.
+ * together share the wait and the commit.  An op may ask for several jobs
+ * (reserve?max=) or carry several acks (POST /v1/jobs:ack): the worker
+ * applies them with everyone else's, as if each were a request of its own.
  */
 #ifndef RETRYD_API_PULL_BATCH_H
 #define RETRYD_API_PULL_BATCH_H
@@ -22,6 +24,16 @@
 #include "scheduler/sched.h"
 
 #define PULL_TOKEN_MAX	64
+#define PULL_RESERVE_MAX 100	/* jobs one reserve may ask for (max=) */
+
+/* One job's ack or nack: a single route's op holds one, a batch's many. */
+struct pull_item {
+	char			 id[API_JOB_ID_MAX + 1];
+	char			 token[PULL_TOKEN_MAX + 1];
+	/* Out */
+	enum sched_err		 err;
+	struct schedule_decision decision;
+};
 
 enum pull_op_kind {
 	PULL_OP_RESERVE,
@@ -35,16 +47,18 @@ struct pull_op {
 	char			 tenant[API_TENANT_MAX + 1];
 	char			 topic[API_TOPIC_MAX + 1];	/* reserve */
 	int64_t			 ttr_ms;			/* reserve */
-	char			 id[API_JOB_ID_MAX + 1];	/* finish */
-	char			 token[PULL_TOKEN_MAX + 1];	/* finish */
+	size_t			 want;	/* reserve: jobs asked for, >= 1 */
+	struct pull_item	*items;	/* finish: &one, or an array */
+	size_t			 nitems;
+	struct pull_item	 one;
 	int			 ack;				/* finish */
 	struct jrnl		*jrnl;	/* finish: wait for the commit of its
 					   transition (sync mode); NULL: not */
 	/* Out: valid once the handler runs again. */
-	enum sched_err		 err;
+	enum sched_err		 err;	/* reserve */
 	enum jrnl_err		 jerr;	/* finish: the journal's answer */
-	struct sched_job	*job;		/* reserve: the handler's */
-	struct schedule_decision decision;	/* finish */
+	struct sched_job	**jobs;	/* reserve: njobs, the handler's */
+	size_t			 njobs;
 	/* The workers' (pull_batch.c) */
 	struct pull_op		*next;
 	struct api_req		*req;		/* NULL once the request ends */
@@ -52,7 +66,11 @@ struct pull_op {
 	int			 done;
 };
 
-/* A new op for req, with the request's reference. */
+/*
+ * A new op for req, with the request's reference: a reserve of one job, or
+ * a finish of one item (op->one); a batch's handler points items at an
+ * array of its own (freed with the op).
+ */
 struct pull_op *pull_op_new(struct api_req *req, enum pull_op_kind kind);
 /* The request is done with op (its free_state, or after answering). */
 void	pull_op_release(struct pull_op *op);

@@ -172,9 +172,16 @@ api_check_topic(struct api_req *req, const char *s)
 int
 api_check_job_id(struct api_req *req, const char *s)
 {
+	return api_check_job_id_field(req, s, "id");
+}
+
+int
+api_check_job_id_field(struct api_req *req, const char *s,
+    const char *field)
+{
 	if (api_valid_job_id(s))
 		return 0;
-	api_error(req, 400, "invalid_id", "id",
+	api_error(req, 400, "invalid_id", field,
 	    "a job id is 1 to 64 of A-Z a-z 0-9 . _ : -");
 	return -1;
 }
@@ -484,39 +491,64 @@ api_query_bool(struct api_req *req, const char *name, int dflt, int *out)
 }
 
 void
-api_sched_error(struct api_req *req, enum sched_err e, const char *what)
+api_sched_describe(enum sched_err e, const char *what,
+    struct api_err_desc *d)
 {
-	char code[64];
-
+	d->field = NULL;
+	d->code = d->code_buf;
 	switch (e) {
 	case SCHED_OK:
-		api_error(req, 500, "internal", NULL, "no error to report");
+		d->status = 500;
+		d->code = "internal";
+		snprintf(d->msg, sizeof(d->msg), "no error to report");
 		break;
 	case SCHED_ENOTFOUND:
-		snprintf(code, sizeof(code), "%s_not_found", what);
-		api_error(req, 404, code, NULL, "no such %s", what);
+		d->status = 404;
+		snprintf(d->code_buf, sizeof(d->code_buf), "%s_not_found",
+		    what);
+		snprintf(d->msg, sizeof(d->msg), "no such %s", what);
 		break;
 	case SCHED_ECONFLICT:
-		api_error(req, 409, "conflict", NULL,
+		d->status = 409;
+		d->code = "conflict";
+		snprintf(d->msg, sizeof(d->msg),
 		    "the %s is in a state that forbids this", what);
 		break;
 	case SCHED_ESTALE:
-		api_error(req, 409, "stale_token", "token",
+		d->status = 409;
+		d->code = "stale_token";
+		d->field = "token";
+		snprintf(d->msg, sizeof(d->msg),
 		    "the token is not the current reservation's");
 		break;
 	case SCHED_EUNAVAIL:
-		api_error(req, 503, "unavailable", NULL,
+		d->status = 503;
+		d->code = "unavailable";
+		snprintf(d->msg, sizeof(d->msg),
 		    "Redis is unavailable; try again");
 		break;
 	case SCHED_EINVAL:
-		api_error(req, 400, "invalid_request", NULL,
+		d->status = 400;
+		d->code = "invalid_request";
+		snprintf(d->msg, sizeof(d->msg),
 		    "the scheduler refused the request");
 		break;
 	default:
-		api_error(req, 500, "internal", NULL, "scheduler: %s",
+		d->status = 500;
+		d->code = "internal";
+		snprintf(d->msg, sizeof(d->msg), "scheduler: %s",
 		    sched_strerror(e));
 		break;
 	}
+}
+
+void
+api_sched_error(struct api_req *req, enum sched_err e, const char *what)
+{
+	struct api_err_desc d;
+
+	api_sched_describe(e, what, &d);
+	api_error(req, d.status, d.code, d.field, "%s", d.msg);
 }
 
 void

@@ -56,6 +56,8 @@ int	api_check_tenant(struct api_req *req, const char *s,
 	    const char *field);
 int	api_check_topic(struct api_req *req, const char *s);
 int	api_check_job_id(struct api_req *req, const char *s);
+int	api_check_job_id_field(struct api_req *req, const char *s,
+	    const char *field);
 int	api_check_bizkey(struct api_req *req, const char *s,
 	    const char *field);
 
