@@ -902,6 +902,8 @@ usage(void)
 "  --w3-jobs N        W3 jobs (20000)\n"
 "  --w4-jobs N        W4 jobs (2000)       --w4-spread MS  over (1000)\n"
 "  --w5-jobs N        W5 jobs (50000)      --w5-conc N     consumers (64)\n"
+"  --w5-batch N       W5 batched phase: jobs per reserve, 1..100 (32);\n"
+"                     0 skips the phase\n"
 "  --w6-pending N     W6 backlog (1000000)\n"
 "  --lead MS          first due time after the start of a push (3000)\n"
 "  --wait MS          bound on any one wait (120000)\n"
@@ -930,7 +932,7 @@ enum {
 	O_API = 256, O_RCV, O_ADMIN, O_REDIS, O_TENANT, O_JSON, O_LABEL,
 	O_W1JOBS, O_W1CONC, O_W1AHEAD, O_BATCH, O_BATCHCONC, O_W2JOBS,
 	O_W2SPREAD, O_W3JOBS, O_W4JOBS, O_W4SPREAD, O_W5JOBS, O_W5CONC,
-	O_W6PENDING, O_LEAD, O_WAIT, O_BODY, O_PIDS,
+	O_W5BATCH, O_W6PENDING, O_LEAD, O_WAIT, O_BODY, O_PIDS,
 };
 
 static const struct option longopts[] = {
@@ -953,6 +955,7 @@ static const struct option longopts[] = {
 	{ "w4-spread", required_argument, NULL, O_W4SPREAD },
 	{ "w5-jobs", required_argument, NULL, O_W5JOBS },
 	{ "w5-conc", required_argument, NULL, O_W5CONC },
+	{ "w5-batch", required_argument, NULL, O_W5BATCH },
 	{ "w6-pending", required_argument, NULL, O_W6PENDING },
 	{ "lead", required_argument, NULL, O_LEAD },
 	{ "wait", required_argument, NULL, O_WAIT },
@@ -1049,6 +1052,10 @@ parse_opts(struct bench *b, int argc, char **argv)
 		case O_W5CONC:
 			b->w5_conc = (int)num_opt("w5-conc", optarg, 1, 4096);
 			break;
+		case O_W5BATCH:
+			/* The API's bound on a reserve's max. */
+			b->w5_batch = (int)num_opt("w5-batch", optarg, 0, 100);
+			break;
 		case O_W6PENDING:
 			b->w6_pending = num_opt("w6-pending", optarg, 0,
 			    1000000000);
@@ -1117,6 +1124,7 @@ main(int argc, char **argv)
 	b.w4_spread_ms = 1000;
 	b.w5_jobs = 50000;
 	b.w5_conc = 64;
+	b.w5_batch = 32;
 	b.w6_pending = 1000000;
 	b.lead_ms = 3000;
 	b.wait_ms = 120000;

@@ -50,6 +50,8 @@ struct bench {
 	int64_t			 w4_spread_ms;
 	int64_t			 w5_jobs;
 	int			 w5_conc;
+	int			 w5_batch;	/* jobs per batched reserve; */
+						/* 0: no batched phase */
 	int64_t			 w6_pending;
 	int64_t			 lead_ms;	/* push start to first due */
 	int64_t			 wait_ms;	/* bound on any wait */

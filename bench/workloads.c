@@ -663,8 +663,8 @@ pull_done(void *arg, int slot, const struct hc_resp *r)
 	json_object_put(o);
 }
 
-int
-bench_w5(struct bench *b)
+static int
+w5_single(struct bench *b)
 {
 	static const struct hc_ops ops = { pull_next, pull_done };
 	struct push_spec s;
@@ -742,6 +742,345 @@ out:
 	samples_free(&p.lat_us);
 	push_result_free(&r);
 	return rc;
+}
+
+/*
+ * W5's batched phase, on the pull API's batch extension: each consumer
+ * reserves up to w5_batch jobs at once (reserve?max=B answers
+ * {"jobs":[...]}) and acks all it got with one POST /v1/jobs:ack, whose
+ * {"results":[...]} holds one answer per job, in order.  A job counts as
+ * acked when its result has status 200; any other result is an error.  A
+ * request not answered in that form (a server without the extension
+ * ignores max and has no /v1/jobs:ack) stops the phase at once: going on
+ * would only wait for the deadline.
+ */
+struct bconsumer {
+	struct json_object	*jobs;	/* reserved, to ack; NULL: none */
+};
+
+struct bpull {
+	struct bench		*b;
+	int64_t			 jobs;		/* pushed, numbered from 0 */
+	int64_t			 n;		/* accepted: to ack */
+	int64_t			 acked;		/* results with status 200 */
+	int64_t			 ack_failed;	/* results not 200 */
+	int64_t			 reserved;	/* jobs reserved */
+	int64_t			 reserves;	/* answers with jobs */
+	int64_t			 acks;		/* ack requests answered */
+	int64_t			 empty;
+	int64_t			 errors;
+	int64_t			 dups;
+	int64_t			 bad;
+	int			 stopped;	/* by an answer not in form */
+	struct bconsumer	*cons;
+	uint8_t			*seen;
+	struct samples		 lat_us;	/* reserves */
+	struct samples		 ack_lat_us;
+	struct hc_pool		*pool;
+	char			 path[128];	/* the reserve's */
+	struct buf		 body;		/* an ack's */
+	char			 first_error[384];
+};
+
+/* o as JSON text, valid until o is freed. */
+static const char *
+jtext(struct json_object *o)
+{
+	return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+/* Every job has had its ack's answer. */
+static int
+bpull_done_all(const struct bpull *p)
+{
+	return p->acked + p->ack_failed >= p->n;
+}
+
+static int
+bpull_next(void *arg, int slot, struct buf *req)
+{
+	struct bpull *p = arg;
+	struct bconsumer *c = &p->cons[slot];
+	struct json_object *job, *id, *token;
+	size_t i, n;
+
+	if (p->stopped)
+		return -1;
+	if (c->jobs == NULL) {
+		if (bpull_done_all(p))
+			return 0;
+		return hc_format(req, &p->b->api, "GET", p->path, p->b->auth,
+		    NULL, 0) == -1 ? -1 : 1;
+	}
+	/* Checked by bpull_reserved(): objects with string id and token. */
+	buf_reset(&p->body);
+	buf_puts(&p->body, "{\"jobs\":[");
+	n = json_object_array_length(c->jobs);
+	for (i = 0; i < n; i++) {
+		job = json_object_array_get_idx(c->jobs, i);
+		json_object_object_get_ex(job, "id", &id);
+		json_object_object_get_ex(job, "token", &token);
+		if (buf_printf(&p->body, "%s{\"id\":%s,\"token\":%s}",
+		    i > 0 ? "," : "", jtext(id), jtext(token)) == -1)
+			return -1;
+	}
+	buf_puts(&p->body, "]}");
+	return hc_format(req, &p->b->api, "POST", "/v1/jobs:ack", p->b->auth,
+	    p->body.data, p->body.len) == -1 ? -1 : 1;
+}
+
+/*
+ * An answer not in the extension's form: count it, say what the server
+ * answered, and stop the phase.
+ */
+static void
+bpull_stop(struct bpull *p, const struct hc_resp *r, const char *what)
+{
+	p->errors++;
+	if (!p->stopped) {
+		fprintf(stderr, "retryd-bench: w5_batch: stopped: %s: status "
+		    "%d: %.200s\n", what, r->status, r->body);
+		if (p->first_error[0] == '\0')
+			snprintf(p->first_error, sizeof(p->first_error),
+			    "%s: status %d: %.200s", what, r->status,
+			    r->body);
+	}
+	p->stopped = 1;
+	hc_pool_stop(p->pool);
+}
+
+/* A 200 to a reserve: {"jobs":[JOB, ...]}, 1..w5_batch jobs. */
+static void
+bpull_reserved(struct bpull *p, struct bconsumer *c, const struct hc_resp *r)
+{
+	struct json_object *o, *jobs, *job, *v;
+	size_t i, n;
+
+	o = json_tokener_parse(r->body);
+	if (!json_object_is_type(o, json_type_object) ||
+	    !json_object_object_get_ex(o, "jobs", &jobs) ||
+	    !json_object_is_type(jobs, json_type_array)) {
+		bpull_stop(p, r, json_object_is_type(o, json_type_object) &&
+		    json_object_object_get_ex(o, "id", &v) ?
+		    "reserve with max answered one job, not {\"jobs\":[...]}"
+		    " (the server ignores max)" :
+		    "reserve with max: no \"jobs\" array");
+		json_object_put(o);
+		return;
+	}
+	n = json_object_array_length(jobs);
+	for (i = 0; i < n; i++) {
+		job = json_object_array_get_idx(jobs, i);
+		if (!json_object_object_get_ex(job, "id", &v) ||
+		    !json_object_is_type(v, json_type_string) ||
+		    !json_object_object_get_ex(job, "token", &v) ||
+		    !json_object_is_type(v, json_type_string))
+			break;
+	}
+	if (n == 0 || n > (size_t)p->b->w5_batch || i < n) {
+		bpull_stop(p, r, n == 0 || n > (size_t)p->b->w5_batch ?
+		    "reserve with max: not 1..max jobs" :
+		    "reserve with max: a job without a string id or token");
+		json_object_put(o);
+		return;
+	}
+	c->jobs = json_object_get(jobs);
+	p->reserves++;
+	p->reserved += (int64_t)n;
+	json_object_put(o);
+}
+
+/* A 200 to an ack: {"results":[R, ...]}, one per job, in order. */
+static void
+bpull_acked(struct bpull *p, struct bconsumer *c, const struct hc_resp *r)
+{
+	struct json_object *o, *res, *e, *v, *job, *id;
+	int64_t seq;
+	size_t i, n;
+
+	o = json_tokener_parse(r->body);
+	n = json_object_array_length(c->jobs);
+	if (!json_object_is_type(o, json_type_object) ||
+	    !json_object_object_get_ex(o, "results", &res) ||
+	    !json_object_is_type(res, json_type_array) ||
+	    json_object_array_length(res) != n) {
+		bpull_stop(p, r, "POST /v1/jobs:ack: not {\"results\":[...]}"
+		    " with one result per job");
+		json_object_put(o);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		e = json_object_array_get_idx(res, i);
+		job = json_object_array_get_idx(c->jobs, i);
+		if (!json_object_is_type(e, json_type_object) ||
+		    !json_object_object_get_ex(e, "status", &v) ||
+		    json_object_get_int(v) != 200) {
+			p->ack_failed++;
+			p->errors++;
+			if (p->first_error[0] == '\0')
+				snprintf(p->first_error,
+				    sizeof(p->first_error), "POST /v1/jobs:ack"
+				    ": results[%zu]: %.200s", i, jtext(e));
+			continue;
+		}
+		p->acked++;
+		json_object_object_get_ex(job, "id", &id);
+		seq = body_seq(job);
+		if (!json_object_object_get_ex(e, "id", &v) ||
+		    strcmp(json_object_get_string(v),
+		    json_object_get_string(id)) != 0 || seq < 0 ||
+		    seq >= p->jobs)
+			p->bad++;
+		else if (p->seen[seq]++ > 0)
+			p->dups++;
+	}
+	json_object_put(o);
+}
+
+static void
+bpull_done(void *arg, int slot, const struct hc_resp *r)
+{
+	struct bpull *p = arg;
+	struct bconsumer *c = &p->cons[slot];
+
+	if (p->stopped)
+		return;
+	if (c->jobs != NULL) {
+		samples_add(&p->ack_lat_us, r->lat_us);
+		p->acks++;
+		if (r->status == 200)
+			bpull_acked(p, c, r);
+		else
+			bpull_stop(p, r, "POST /v1/jobs:ack");
+		json_object_put(c->jobs);
+		c->jobs = NULL;
+		if (bpull_done_all(p))
+			hc_pool_stop(p->pool);
+		return;
+	}
+	samples_add(&p->lat_us, r->lat_us);
+	if (r->status == 204)
+		p->empty++;
+	else if (r->status == 200)
+		bpull_reserved(p, c, r);
+	else
+		bpull_stop(p, r, "reserve with max");
+}
+
+static int
+w5_batch(struct bench *b)
+{
+	static const struct hc_ops ops = { bpull_next, bpull_done };
+	struct push_spec s;
+	struct push_result r;
+	struct bpull p;
+	struct json_object *o;
+	int64_t t0, elapsed, missing = 0, i;
+	int okk, late, rc = 0;
+	double secs;
+
+	if (bench_topic(b, "w5b", "{\"mode\":\"pull\",\"ttr_ms\":30000}") ==
+	    -1)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.topic = "w5b";
+	s.n = b->w5_jobs;
+	s.batch = b->batch;
+	s.conc = b->batch_conc;
+	s.delay_ms = 0;
+	o = json_object_new_object();
+	redis_time_reset(b);
+	if (bench_push(b, &s, &r) == -1)
+		fprintf(stderr, "retryd-bench: w5_batch: the push ran out of "
+		    "time\n");
+	warn_push(b, "w5_batch", &s, &r);
+	memset(&p, 0, sizeof(p));
+	p.b = b;
+	p.jobs = s.n;
+	p.n = r.ok;
+	p.cons = xcalloc((size_t)b->w5_conc, sizeof(*p.cons));
+	p.seen = xcalloc((size_t)s.n, 1);
+	snprintf(p.path, sizeof(p.path), "/v1/topics/w5b/reserve?wait_ms=1000"
+	    "&max=%d", b->w5_batch);
+	buf_init(&p.body, HC_MAX_BODY);
+	jset_redis_time(b, o, "push", s.n, 1);
+	p.pool = hc_pool_new(&b->api, b->w5_conc, &ops, &p, 30000);
+	if (p.pool == NULL) {
+		json_object_put(o);
+		rc = -1;
+		goto out;
+	}
+	t0 = hc_mono_us();
+	late = hc_pool_run(p.pool, t0 + b->wait_ms * 1000) == -1;
+	elapsed = hc_mono_us() - t0;
+	if (late)
+		fprintf(stderr, "retryd-bench: w5_batch: not done by the "
+		    "deadline (--wait %" PRId64 " ms)\n", b->wait_ms);
+	for (i = 0; i < s.n; i++)
+		if (r.accepted[i] && !p.seen[i])
+			missing++;
+	secs = (double)elapsed / 1e6;
+	jset_redis_time(b, o, "consume", p.acked, 0);
+	jset_int(o, "jobs", s.n);
+	jset_int(o, "consumers", b->w5_conc);
+	jset_int(o, "batch", b->w5_batch);
+	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
+	jset_int(o, "refused", r.refused);
+	jset_int(o, "acked", p.acked);
+	jset_dbl(o, "elapsed_s", secs);
+	jset_dbl(o, "per_s", secs > 0 ? (double)p.acked / secs : 0);
+	jset_int(o, "empty_reserves", p.empty);
+	jset_int(o, "reserves", p.reserves);
+	jset_dbl(o, "jobs_per_reserve", p.reserves > 0 ?
+	    (double)p.reserved / (double)p.reserves : 0);
+	jset_int(o, "acks", p.acks);
+	jset_int(o, "ack_results_failed", p.ack_failed);
+	jset_int(o, "errors", p.errors);
+	jset_int(o, "duplicates", p.dups);
+	jset_int(o, "missing", missing);
+	jset_int(o, "bad", p.bad);
+	jset_pcts_ms(o, "reserve", &p.lat_us);
+	if (p.ack_lat_us.n > 0)
+		jset_pcts_ms(o, "ack", &p.ack_lat_us);
+	if (p.first_error[0] != '\0')
+		jset_str(o, "first_error", p.first_error);
+	okk = missing == 0 && p.dups == 0 && p.bad == 0 && p.errors == 0 &&
+	    r.failed == 0;
+	jset_bool(o, "ok_check", okk);
+	if (!okk) {
+		fprintf(stderr, "retryd-bench: w5_batch: acked %" PRId64 " of %"
+		    PRId64 ", missing %" PRId64 ", duplicates %" PRId64
+		    ", errors %" PRId64 " (%s)\n", p.acked, s.n, missing,
+		    p.dups, p.errors, p.first_error);
+		b->failures++;
+	}
+	bench_emit(b, "w5_batch", o);
+out:
+	hc_pool_free(p.pool);
+	for (i = 0; i < b->w5_conc; i++)
+		json_object_put(p.cons[i].jobs);
+	free(p.cons);
+	free(p.seen);
+	buf_free(&p.body);
+	samples_free(&p.lat_us);
+	samples_free(&p.ack_lat_us);
+	push_result_free(&r);
+	return rc;
+}
+
+/*
+ * W5: the single phase (reserve one job, ack it), then, unless --w5-batch
+ * is 0, the batched phase on a topic of its own with as many jobs.
+ */
+int
+bench_w5(struct bench *b)
+{
+	if (w5_single(b) == -1)
+		return -1;
+	if (b->w5_batch > 0)
+		return w5_batch(b);
+	return 0;
 }
 
 /* W6: W2 and W1 again over a backlog of pending jobs. */
