@@ -544,6 +544,77 @@ bench_w4(struct bench *b)
 	return 0;
 }
 
+/*
+ * The end of both W5 phases, run for elapsed_us with seen[] marking the
+ * jobs acked: the figures they share and the checks' verdict into o, a
+ * failure counted and said, o emitted as workload name.
+ */
+static void
+w5_check(struct bench *b, const char *name, struct json_object *o,
+    const struct push_result *r, const uint8_t *seen, int64_t elapsed_us,
+    int64_t acked, int64_t empty, int64_t dups, int64_t bad, int64_t errors,
+    const char *first_error)
+{
+	double secs = (double)elapsed_us / 1e6;
+	int64_t i, jobs = b->w5_jobs, missing = 0;
+	int ok;
+
+	for (i = 0; i < jobs; i++)
+		if (r->accepted[i] && !seen[i])
+			missing++;
+	jset_redis_time(b, o, "consume", acked, 0);
+	jset_int(o, "jobs", jobs);
+	jset_int(o, "consumers", b->w5_conc);
+	jset_dbl(o, "enqueue_s", (double)r->elapsed_us / 1e6);
+	jset_int(o, "refused", r->refused);
+	jset_int(o, "acked", acked);
+	jset_dbl(o, "elapsed_s", secs);
+	jset_dbl(o, "per_s", secs > 0 ? (double)acked / secs : 0);
+	jset_int(o, "empty_reserves", empty);
+	jset_int(o, "errors", errors);
+	jset_int(o, "duplicates", dups);
+	jset_int(o, "missing", missing);
+	jset_int(o, "bad", bad);
+	if (first_error[0] != '\0')
+		jset_str(o, "first_error", first_error);
+	ok = missing == 0 && dups == 0 && bad == 0 && errors == 0 &&
+	    r->failed == 0;
+	jset_bool(o, "ok_check", ok);
+	if (!ok) {
+		fprintf(stderr, "retryd-bench: %s: acked %" PRId64 " of %"
+		    PRId64 ", missing %" PRId64 ", duplicates %" PRId64
+		    ", errors %" PRId64 " (%s)\n", name, acked, jobs, missing,
+		    dups, errors, first_error);
+		b->failures++;
+	}
+	bench_emit(b, name, o);
+}
+
+/*
+ * The start of both W5 phases: a pull topic, and its jobs pushed due now
+ * in batches.  The phase's JSON object, or NULL when the topic failed.
+ */
+static struct json_object *
+w5_push(struct bench *b, const char *topic, const char *name,
+    struct push_spec *s, struct push_result *r)
+{
+	if (bench_topic(b, topic, "{\"mode\":\"pull\",\"ttr_ms\":30000}") ==
+	    -1)
+		return NULL;
+	memset(s, 0, sizeof(*s));
+	s->topic = topic;
+	s->n = b->w5_jobs;
+	s->batch = b->batch;
+	s->conc = b->batch_conc;
+	s->delay_ms = 0;
+	redis_time_reset(b);
+	if (bench_push(b, s, r) == -1)
+		fprintf(stderr, "retryd-bench: %s: the push ran out of time\n",
+		    name);
+	warn_push(b, name, s, r);
+	return json_object_new_object();
+}
+
 /* W5: pull consumers, each looping reserve then ack. */
 struct consumer {
 	int	 acking;
@@ -671,24 +742,11 @@ w5_single(struct bench *b)
 	struct push_result r;
 	struct pull p;
 	struct json_object *o;
-	int64_t t0, elapsed, missing = 0, i;
-	int okk, rc = 0;
-	double secs;
+	int64_t t0, elapsed;
+	int rc = 0;
 
-	if (bench_topic(b, "w5", "{\"mode\":\"pull\",\"ttr_ms\":30000}") ==
-	    -1)
+	if ((o = w5_push(b, "w5", "w5", &s, &r)) == NULL)
 		return -1;
-	memset(&s, 0, sizeof(s));
-	s.topic = "w5";
-	s.n = b->w5_jobs;
-	s.batch = b->batch;
-	s.conc = b->batch_conc;
-	s.delay_ms = 0;
-	o = json_object_new_object();
-	redis_time_reset(b);
-	if (bench_push(b, &s, &r) == -1)
-		fprintf(stderr, "retryd-bench: w5: the push ran out of time\n");
-	warn_push(b, "w5", &s, &r);
 	memset(&p, 0, sizeof(p));
 	p.b = b;
 	p.n = r.ok;
@@ -704,37 +762,9 @@ w5_single(struct bench *b)
 	t0 = hc_mono_us();
 	hc_pool_run(p.pool, t0 + b->wait_ms * 1000);
 	elapsed = hc_mono_us() - t0;
-	for (i = 0; i < s.n; i++)
-		if (r.accepted[i] && !p.seen[i])
-			missing++;
-	secs = (double)elapsed / 1e6;
-	jset_redis_time(b, o, "consume", p.acked, 0);
-	jset_int(o, "jobs", s.n);
-	jset_int(o, "consumers", b->w5_conc);
-	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
-	jset_int(o, "refused", r.refused);
-	jset_int(o, "acked", p.acked);
-	jset_dbl(o, "elapsed_s", secs);
-	jset_dbl(o, "per_s", secs > 0 ? (double)p.acked / secs : 0);
-	jset_int(o, "empty_reserves", p.empty);
-	jset_int(o, "errors", p.errors);
-	jset_int(o, "duplicates", p.dups);
-	jset_int(o, "missing", missing);
-	jset_int(o, "bad", p.bad);
 	jset_pcts_ms(o, "reserve", &p.lat_us);
-	if (p.first_error[0] != '\0')
-		jset_str(o, "first_error", p.first_error);
-	okk = missing == 0 && p.dups == 0 && p.bad == 0 && p.errors == 0 &&
-	    r.failed == 0;
-	jset_bool(o, "ok_check", okk);
-	if (!okk) {
-		fprintf(stderr, "retryd-bench: w5: acked %" PRId64 " of %"
-		    PRId64 ", missing %" PRId64 ", duplicates %" PRId64
-		    ", errors %" PRId64 " (%s)\n", p.acked, s.n, missing,
-		    p.dups, p.errors, p.first_error);
-		b->failures++;
-	}
-	bench_emit(b, "w5", o);
+	w5_check(b, "w5", o, &r, p.seen, elapsed, p.acked, p.empty, p.dups,
+	    p.bad, p.errors, p.first_error);
 out:
 	hc_pool_free(p.pool);
 	free(p.cons);
@@ -976,25 +1006,11 @@ w5_batch(struct bench *b)
 	struct push_result r;
 	struct bpull p;
 	struct json_object *o;
-	int64_t t0, elapsed, missing = 0, i;
-	int okk, late, rc = 0;
-	double secs;
+	int64_t t0, elapsed, i;
+	int late, rc = 0;
 
-	if (bench_topic(b, "w5b", "{\"mode\":\"pull\",\"ttr_ms\":30000}") ==
-	    -1)
+	if ((o = w5_push(b, "w5b", "w5_batch", &s, &r)) == NULL)
 		return -1;
-	memset(&s, 0, sizeof(s));
-	s.topic = "w5b";
-	s.n = b->w5_jobs;
-	s.batch = b->batch;
-	s.conc = b->batch_conc;
-	s.delay_ms = 0;
-	o = json_object_new_object();
-	redis_time_reset(b);
-	if (bench_push(b, &s, &r) == -1)
-		fprintf(stderr, "retryd-bench: w5_batch: the push ran out of "
-		    "time\n");
-	warn_push(b, "w5_batch", &s, &r);
 	memset(&p, 0, sizeof(p));
 	p.b = b;
 	p.jobs = s.n;
@@ -1017,45 +1033,17 @@ w5_batch(struct bench *b)
 	if (late)
 		fprintf(stderr, "retryd-bench: w5_batch: not done by the "
 		    "deadline (--wait %" PRId64 " ms)\n", b->wait_ms);
-	for (i = 0; i < s.n; i++)
-		if (r.accepted[i] && !p.seen[i])
-			missing++;
-	secs = (double)elapsed / 1e6;
-	jset_redis_time(b, o, "consume", p.acked, 0);
-	jset_int(o, "jobs", s.n);
-	jset_int(o, "consumers", b->w5_conc);
 	jset_int(o, "batch", b->w5_batch);
-	jset_dbl(o, "enqueue_s", (double)r.elapsed_us / 1e6);
-	jset_int(o, "refused", r.refused);
-	jset_int(o, "acked", p.acked);
-	jset_dbl(o, "elapsed_s", secs);
-	jset_dbl(o, "per_s", secs > 0 ? (double)p.acked / secs : 0);
-	jset_int(o, "empty_reserves", p.empty);
 	jset_int(o, "reserves", p.reserves);
 	jset_dbl(o, "jobs_per_reserve", p.reserves > 0 ?
 	    (double)p.reserved / (double)p.reserves : 0);
 	jset_int(o, "acks", p.acks);
 	jset_int(o, "ack_results_failed", p.ack_failed);
-	jset_int(o, "errors", p.errors);
-	jset_int(o, "duplicates", p.dups);
-	jset_int(o, "missing", missing);
-	jset_int(o, "bad", p.bad);
 	jset_pcts_ms(o, "reserve", &p.lat_us);
 	if (p.ack_lat_us.n > 0)
 		jset_pcts_ms(o, "ack", &p.ack_lat_us);
-	if (p.first_error[0] != '\0')
-		jset_str(o, "first_error", p.first_error);
-	okk = missing == 0 && p.dups == 0 && p.bad == 0 && p.errors == 0 &&
-	    r.failed == 0;
-	jset_bool(o, "ok_check", okk);
-	if (!okk) {
-		fprintf(stderr, "retryd-bench: w5_batch: acked %" PRId64 " of %"
-		    PRId64 ", missing %" PRId64 ", duplicates %" PRId64
-		    ", errors %" PRId64 " (%s)\n", p.acked, s.n, missing,
-		    p.dups, p.errors, p.first_error);
-		b->failures++;
-	}
-	bench_emit(b, "w5_batch", o);
+	w5_check(b, "w5_batch", o, &r, p.seen, elapsed, p.acked, p.empty,
+	    p.dups, p.bad, p.errors, p.first_error);
 out:
 	hc_pool_free(p.pool);
 	for (i = 0; i < b->w5_conc; i++)
