@@ -1470,30 +1470,17 @@ item_error(int status, const char *code, const char *field,
 static int
 batch_parse(struct api_req *req)
 {
-	static const char *const allowed[] = { "jobs", NULL };
 	struct api_accept *a = api_accept_new(req, 0);
 	struct api_id_run run = { 0, -1 };
 	json_object *arr;
 	char prefix[32];
-	size_t i, n, limit = (size_t)CONF_GET(limit_batch);
+	size_t i, n;
 
 	if (api_topic_hold(req, req->param[0], &a->t) == -1 ||
 	    api_body_json(req, &a->body) == -1 ||
-	    api_json_only(req, a->body, allowed, "") == -1)
+	    api_json_batch(req, a->body, "jobs",
+	    (size_t)CONF_GET(limit_batch), &arr, &n) == -1)
 		return -1;
-	if (!json_object_object_get_ex(a->body, "jobs", &arr) ||
-	    !json_object_is_type(arr, json_type_array)) {
-		api_error(req, 400, "missing_field", "jobs",
-		    "jobs must be an array of jobs");
-		return -1;
-	}
-	n = json_object_array_length(arr);
-	if (n == 0 || n > limit) {
-		api_error(req, n == 0 ? 400 : 413, n == 0 ? "invalid_field" :
-		    "batch_too_large", "jobs", "a batch holds 1 to %zu jobs",
-		    limit);
-		return -1;
-	}
 	/*
 	 * All or nothing on validation: a batch with one bad job is refused
 	 * whole (naming it), so a client never has to sort out which half of

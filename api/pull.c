@@ -611,7 +611,7 @@ reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
 	size_t i;
 	int stale;
 
-	if (e == SCHED_OK && n > 0) {
+	if (e == SCHED_OK) {	/* n > 0: the worker says OK only then */
 		buf_init(&b, SIZE_MAX / 2);	/* the jobs bound it */
 		if (w->many)
 			buf_puts(&b, "{\"jobs\":[");
@@ -633,8 +633,6 @@ reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
 		return;
 	}
 	jobs_free(jobs, n);
-	if (e == SCHED_OK)
-		e = SCHED_ENOTFOUND;
 	if (e != SCHED_ENOTFOUND) {
 		api_sched_error(req, e, "topic");
 		return;
@@ -734,6 +732,17 @@ valid_token(const char *s)
 		    *s == '-' || *s == '_' || *s == '.' || *s == ':'))
 			return 0;
 	return n > 0;
+}
+
+/* A token's check: 0, or -1 after answering 400 naming field. */
+static int
+check_token(struct api_req *req, const char *token, const char *field)
+{
+	if (valid_token(token))
+		return 0;
+	api_error(req, 400, "invalid_field", field,
+	    "token must be the one reserve answered");
+	return -1;
 }
 
 static void
@@ -856,7 +865,7 @@ finish_many_done(struct api_req *req)
 
 	if (!pull_op_wait(req, op))
 		return;
-	buf_init(&b, op->nitems * (6 * sizeof(op->one.id) + 256) + 64);
+	buf_init(&b, SIZE_MAX / 2);	/* the items bound it */
 	buf_puts(&b, "{\"results\":[");
 	for (i = 0; i < op->nitems; i++) {
 		if (i > 0)
@@ -904,11 +913,8 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 		    "the reservation's token is required");
 		return;
 	}
-	if (!valid_token(token)) {
-		api_error(req, 400, "invalid_field", "token",
-		    "token must be the one reserve answered");
+	if (check_token(req, token, "token") == -1)
 		return;
-	}
 	op = pull_op_new(req, PULL_OP_FINISH);
 	op->sched = ctx->sched;
 	op->ack = ack;
@@ -1022,13 +1028,9 @@ finish_item_parse(struct api_req *req, json_object *o, size_t i,
 		    "token");
 		return -1;
 	}
-	if (api_check_job_id_field(req, id, fid) == -1)
+	if (api_check_job_id_field(req, id, fid) == -1 ||
+	    check_token(req, token, ftok) == -1)
 		return -1;
-	if (!valid_token(token)) {
-		api_error(req, 400, "invalid_field", ftok,
-		    "token must be the one reserve answered");
-		return -1;
-	}
 	snprintf(it->id, sizeof(it->id), "%s", id);
 	snprintf(it->token, sizeof(it->token), "%s", token);
 	return 0;
@@ -1043,9 +1045,8 @@ finish_item_parse(struct api_req *req, json_object *o, size_t i,
 static void
 finish_many(struct api_req *req, int ack)
 {
-	static const char *const allowed[] = { "jobs", NULL };
 	struct api_ctx *ctx = api_ctx_of(req);
-	size_t i, n, limit = (size_t)CONF_GET(limit_batch);
+	size_t i, n;
 	struct pull_item *items = NULL;
 	json_object *body = NULL, *arr;
 	struct pull_op *op;
@@ -1055,21 +1056,9 @@ finish_many(struct api_req *req, int ack)
 		return;
 	}
 	if (api_body_json(req, &body) == -1 ||
-	    api_json_only(req, body, allowed, "") == -1)
+	    api_json_batch(req, body, "{\"id\", \"token\"}",
+	    (size_t)CONF_GET(limit_batch), &arr, &n) == -1)
 		goto out;
-	if (!json_object_object_get_ex(body, "jobs", &arr) ||
-	    !json_object_is_type(arr, json_type_array)) {
-		api_error(req, 400, "missing_field", "jobs",
-		    "jobs must be an array of {\"id\", \"token\"}");
-		goto out;
-	}
-	n = json_object_array_length(arr);
-	if (n == 0 || n > limit) {
-		api_error(req, n == 0 ? 400 : 413, n == 0 ? "invalid_field" :
-		    "batch_too_large", "jobs", "a batch holds 1 to %zu jobs",
-		    limit);
-		goto out;
-	}
 	items = xcalloc(n, sizeof(*items));
 	for (i = 0; i < n; i++)
 		if (finish_item_parse(req, json_object_array_get_idx(arr, i),

@@ -288,6 +288,30 @@ api_json_string(struct api_req *req, json_object *obj, const char *name,
 	return 0;
 }
 
+int
+api_json_batch(struct api_req *req, json_object *body, const char *items,
+    size_t limit, json_object **arr, size_t *n)
+{
+	static const char *const allowed[] = { "jobs", NULL };
+
+	if (api_json_only(req, body, allowed, "") == -1)
+		return -1;
+	if (!json_object_object_get_ex(body, "jobs", arr) ||
+	    !json_object_is_type(*arr, json_type_array)) {
+		api_error(req, 400, "missing_field", "jobs",
+		    "jobs must be an array of %s", items);
+		return -1;
+	}
+	*n = json_object_array_length(*arr);
+	if (*n == 0 || *n > limit) {
+		api_error(req, *n == 0 ? 400 : 413, *n == 0 ?
+		    "invalid_field" : "batch_too_large", "jobs",
+		    "a batch holds 1 to %zu jobs", limit);
+		return -1;
+	}
+	return 0;
+}
+
 /* How many bytes of the member name k an error may show. */
 static int
 name_shown(const char *k)

@@ -77,6 +77,13 @@ int	api_json_string(struct api_req *req, json_object *obj,
 	    const char *name, const char *field, size_t maxlen,
 	    const char **out, int *present);
 /*
+ * A batch's body, {"jobs": [...]} and nothing else, 1 to limit items
+ * (items: what the array holds, for the error): 0 with *arr and *n, or -1
+ * after answering 400 (413 when too many).
+ */
+int	api_json_batch(struct api_req *req, json_object *body,
+	    const char *items, size_t limit, json_object **arr, size_t *n);
+/*
  * Refuse members of obj not in the NULL-terminated list allowed: 400
  * unknown_field naming the first such one (prefix + name).
  */
