@@ -592,12 +592,15 @@ w5_check(struct bench *b, const char *name, struct json_object *o,
 
 /*
  * The start of both W5 phases: a pull topic, and its jobs pushed due now
- * in batches.  The phase's JSON object, or NULL when the topic failed.
+ * in batches.  The phase's JSON object with the push's Redis figures, or
+ * NULL when the topic failed.
  */
 static struct json_object *
 w5_push(struct bench *b, const char *topic, const char *name,
     struct push_spec *s, struct push_result *r)
 {
+	struct json_object *o;
+
 	if (bench_topic(b, topic, "{\"mode\":\"pull\",\"ttr_ms\":30000}") ==
 	    -1)
 		return NULL;
@@ -612,7 +615,9 @@ w5_push(struct bench *b, const char *topic, const char *name,
 		fprintf(stderr, "retryd-bench: %s: the push ran out of time\n",
 		    name);
 	warn_push(b, name, s, r);
-	return json_object_new_object();
+	o = json_object_new_object();
+	jset_redis_time(b, o, "push", s->n, 1);
+	return o;
 }
 
 /* W5: pull consumers, each looping reserve then ack. */
@@ -752,7 +757,6 @@ w5_single(struct bench *b)
 	p.n = r.ok;
 	p.cons = xcalloc((size_t)b->w5_conc, sizeof(*p.cons));
 	p.seen = xcalloc((size_t)s.n, 1);
-	jset_redis_time(b, o, "push", s.n, 1);
 	p.pool = hc_pool_new(&b->api, b->w5_conc, &ops, &p, 30000);
 	if (p.pool == NULL) {
 		json_object_put(o);
@@ -1020,7 +1024,6 @@ w5_batch(struct bench *b)
 	snprintf(p.path, sizeof(p.path), "/v1/topics/w5b/reserve?wait_ms=1000"
 	    "&max=%d", b->w5_batch);
 	buf_init(&p.body, HC_MAX_BODY);
-	jset_redis_time(b, o, "push", s.n, 1);
 	p.pool = hc_pool_new(&b->api, b->w5_conc, &ops, &p, 30000);
 	if (p.pool == NULL) {
 		json_object_put(o);
