@@ -491,6 +491,7 @@ struct gc_arg {
 	struct jrnl	*j;
 	int		 t;
 	int		 failures;
+	enum jrnl_err	 first;		/* the first failure's error */
 };
 
 static void *
@@ -498,14 +499,16 @@ gc_thread(void *p)
 {
 	struct gc_arg *a = p;
 	struct jrnl_job job;
+	enum jrnl_err e;
 	char id[32];
 	int i;
 
 	for (i = 0; i < GC_PUTS; i++) {
 		snprintf(id, sizeof(id), "G%02d-%05d", a->t, i);
 		job = tj_job("gc", "bulk", id, NULL, 1000 + i);
-		if (jrnl_put_jobs(a->j, &job, 1) != JRNL_OK)
-			a->failures++;
+		e = jrnl_put_jobs(a->j, &job, 1);
+		if (e != JRNL_OK && a->failures++ == 0)
+			a->first = e;
 	}
 	return NULL;
 }
@@ -514,6 +517,7 @@ static void
 test_group_commit(void **state)
 {
 	struct tb *b = tj_begin(state);
+	struct jrnl_config c = tj_cfg(b, JRNL_MODE_SYNC);
 	struct gc_arg args[GC_THREADS];
 	pthread_t th[GC_THREADS];
 	struct jrnl_stats st;
@@ -521,16 +525,25 @@ test_group_commit(void **state)
 	int64_t t0, us;
 	int i;
 
-	j = tj_open(b, JRNL_MODE_SYNC);
+	/*
+	 * Group commit, not the put timeout, is what this checks: a slow
+	 * disk under the sanitizers may hold one commit longer than the
+	 * fixture's second, and a put queued that long is refused by
+	 * design (test_journal_outage.c checks that).
+	 */
+	c.timeout_ms = 60000;
+	j = tj_open_cfg(&c);
 	t0 = clock_mono_us();
 	for (i = 0; i < GC_THREADS; i++) {
-		args[i] = (struct gc_arg){ j, i, 0 };
+		args[i] = (struct gc_arg){ j, i, 0, JRNL_OK };
 		assert_int_equal(pthread_create(&th[i], NULL, gc_thread,
 		    &args[i]), 0);
 	}
 	for (i = 0; i < GC_THREADS; i++) {
 		pthread_join(th[i], NULL);
-		assert_int_equal(args[i].failures, 0);
+		if (args[i].failures > 0)
+			fail_msg("thread %d: %d puts failed, the first: %s", i,
+			    args[i].failures, jrnl_strerror(args[i].first));
 	}
 	us = clock_mono_us() - t0;
 	jrnl_get_stats(j, &st);
