@@ -752,6 +752,26 @@ finish_free_state(void *state)
 }
 
 /*
+ * Hands op (its items filled) to the batch worker for req; done answers
+ * once the outcome is in, here when it already is.
+ */
+static void
+finish_submit(struct api_req *req, struct pull_op *op, int ack,
+    void (*done)(struct api_req *))
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+
+	op->sched = ctx->sched;
+	op->ack = ack;
+	if (conf.journal_mode == CONF_JOURNAL_SYNC)
+		op->jrnl = ctx->jrnl;
+	req->state = op;
+	req->free_state = finish_free_state;
+	if (pull_op_submit(req, op) == 1)
+		done(req);
+}
+
+/*
  * What item it of op (applied, its journal waited for) answers: 0 and its
  * answer appended to b ("status":200 in it for a batch's item), or -1 and
  * the error in *d.  A finished job gives its pending room back to the
@@ -899,7 +919,6 @@ void
 api_pull_finish(struct api_req *req, const char *id, const char *token,
     int ack)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	struct pull_op *op;
 
 	if (req->state != NULL) {
@@ -916,16 +935,9 @@ api_pull_finish(struct api_req *req, const char *id, const char *token,
 	if (check_token(req, token, "token") == -1)
 		return;
 	op = pull_op_new(req, PULL_OP_FINISH);
-	op->sched = ctx->sched;
-	op->ack = ack;
-	if (conf.journal_mode == CONF_JOURNAL_SYNC)
-		op->jrnl = ctx->jrnl;
 	snprintf(op->one.id, sizeof(op->one.id), "%s", id);
 	snprintf(op->one.token, sizeof(op->one.token), "%s", token);
-	req->state = op;
-	req->free_state = finish_free_state;
-	if (pull_op_submit(req, op) == 1)
-		finish_done(req);
+	finish_submit(req, op, ack, finish_done);
 }
 
 static void
@@ -1045,7 +1057,6 @@ finish_item_parse(struct api_req *req, json_object *o, size_t i,
 static void
 finish_many(struct api_req *req, int ack)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	size_t i, n;
 	struct pull_item *items = NULL;
 	json_object *body = NULL, *arr;
@@ -1068,14 +1079,7 @@ finish_many(struct api_req *req, int ack)
 	op->items = items;
 	op->nitems = n;
 	items = NULL;
-	op->sched = ctx->sched;
-	op->ack = ack;
-	if (conf.journal_mode == CONF_JOURNAL_SYNC)
-		op->jrnl = ctx->jrnl;
-	req->state = op;
-	req->free_state = finish_free_state;
-	if (pull_op_submit(req, op) == 1)
-		finish_many_done(req);
+	finish_submit(req, op, ack, finish_many_done);
 out:
 	free(items);
 	json_object_put(body);
