@@ -322,12 +322,6 @@ api_journal_repair(struct api_req *req, const char *tenant, const char *id)
 /* ------------------------------------------------------------------ */
 /* Listing */
 
-struct list_ctx {
-	json_object	*arr;
-	char		 last[API_JOB_ID_BUF];
-	size_t		 n;
-};
-
 static json_object *
 jrnl_job_json(const struct jrnl_job *j)
 {
@@ -363,11 +357,7 @@ jrnl_job_json(const struct jrnl_job *j)
 static int
 list_cb(const struct jrnl_job *j, void *arg)
 {
-	struct list_ctx *lc = arg;
-
-	json_object_array_add(lc->arr, jrnl_job_json(j));
-	snprintf(lc->last, sizeof(lc->last), "%s", j->id);
-	lc->n++;
+	json_object_array_add(arg, jrnl_job_json(j));
 	return 0;
 }
 
@@ -376,7 +366,7 @@ api_job_list(struct api_req *req)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct jrnl_list l;
-	struct list_ctx lc;
+	json_object *arr;
 	const char *topic, *state, *bizkey, *cursor;
 	int64_t limit;
 	enum jrnl_err e;
@@ -384,7 +374,6 @@ api_job_list(struct api_req *req)
 	int st;
 
 	memset(&l, 0, sizeof(l));
-	memset(&lc, 0, sizeof(lc));
 	topic = api_query(req, "topic");
 	state = api_query(req, "state");
 	bizkey = api_query(req, "bizkey");
@@ -427,18 +416,18 @@ api_job_list(struct api_req *req)
 	l.bizkey = bizkey;
 	l.cursor = *cursor != '\0' ? cursor : NULL;
 	l.limit = (size_t)limit;
-	lc.arr = json_object_new_array();
-	e = jrnl_list_jobs(ctx->jrnl, req->tenant, &l, list_cb, &lc);
+	arr = json_object_new_array();
+	e = jrnl_list_jobs(ctx->jrnl, req->tenant, &l, list_cb, arr);
 	if (e != JRNL_OK) {
-		json_object_put(lc.arr);
+		json_object_put(arr);
 		api_error(req, 503, "journal_unavailable", NULL,
 		    "the journal cannot be read now: %s", jrnl_strerror(e));
 		return;
 	}
 	o = json_object_new_object();
-	json_object_object_add(o, "jobs", lc.arr);
-	json_object_object_add(o, "next_cursor", lc.n == (size_t)limit ?
-	    json_object_new_string(lc.last) : NULL);
+	json_object_object_add(o, "jobs", arr);
+	json_object_object_add(o, "next_cursor", l.next[0] != '\0' ?
+	    json_object_new_string(l.next) : NULL);
 	api_reply_json(req, 200, o);
 }
 

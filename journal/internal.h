@@ -111,8 +111,9 @@ enum jrnl_stmt {
 	JS_VERSION_GET,
 	JS_VERSION_SET,
 	JS_PING,
-	JS_LIST,	/* + a mask of JRNL_LIST_BY_*: 8 statements */
-	JS_PUT_MANY = JS_LIST + 8,	/* + k: an upsert of 2^k jobs */
+	JS_LIST,	/* + a mask of JRNL_LIST_*: 16 statements */
+	JS_LIST_FLOOR = JS_LIST + 16,	/* + JRNL_LIST_BY_TOPIC */
+	JS_PUT_MANY = JS_LIST_FLOOR + 2,	/* + k: an upsert of 2^k jobs */
 	JS_TRANS_MANY = JS_PUT_MANY + JRNL_PUT_SIZES,	/* 2^k transitions */
 	JS_COUNT = JS_TRANS_MANY + JRNL_PUT_SIZES,
 };
@@ -120,6 +121,11 @@ enum jrnl_stmt {
 #define JRNL_LIST_BY_TOPIC	1
 #define JRNL_LIST_BY_STATE	2
 #define JRNL_LIST_BY_BIZKEY	4
+/*
+ * state = 'scheduled' (not BY_STATE, whose statements say state <> it to
+ * reach SQLite's partial index) and the window's floor: id >= ?.
+ */
+#define JRNL_LIST_SCHEDULED	8
 
 struct jrnl_conn;
 
@@ -154,7 +160,7 @@ extern const struct jrnl_driver jrnl_sqlite_driver;
 extern const struct jrnl_driver jrnl_mysql_driver;
 
 /* schema.c */
-#define JRNL_SCHEMA_VERSION	5
+#define JRNL_SCHEMA_VERSION	6
 
 const char *jrnl_sql(enum jrnl_kind kind, int id);
 /*

@@ -122,6 +122,7 @@ struct jrnl_job {
  * transitions table does not keep them); a void transition ignores both.
  */
 #define JRNL_ERROR_MAX		1024
+#define JRNL_ID_MAX		64	/* a job id's bytes (VARBINARY(64)) */
 #define JRNL_EXCERPT_MAX	4096
 
 /*
@@ -184,13 +185,25 @@ struct jrnl_scan {
 	int		 include_dead;	/* also jobs in state dead */
 };
 
-/* Listing one tenant's jobs newest first (ids sort by creation time). */
+#define JRNL_LIST_WINDOW	10000
+#define JRNL_LIST_BUDGET	50000
+
+/*
+ * Listing one tenant's jobs newest first (ids sort by creation time).  A
+ * listing by state scheduled without a bizkey reads at most budget rows,
+ * window at a time, and may stop with fewer than limit jobs: next then
+ * says where to go on.
+ */
 struct jrnl_list {
 	const char	*topic;		/* NULL: any */
 	const char	*state;		/* NULL: any */
 	const char	*bizkey;	/* NULL: any */
 	const char	*cursor;	/* the last id seen; NULL: newest */
 	size_t		 limit;		/* 0: 100 */
+	size_t		 window;	/* 0: JRNL_LIST_WINDOW */
+	size_t		 budget;	/* 0: JRNL_LIST_BUDGET */
+	/* Out: the cursor of the next page; "": there is none. */
+	char		 next[JRNL_ID_MAX + 1];
 };
 
 struct jrnl_stats {
@@ -297,7 +310,7 @@ enum jrnl_err jrnl_scan_unfinished(struct jrnl *j, const struct jrnl_scan *s,
 enum jrnl_err jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
 	    jrnl_job_fn cb, void *arg);
 enum jrnl_err jrnl_list_jobs(struct jrnl *j, const char *tenant,
-	    const struct jrnl_list *l, jrnl_job_fn cb, void *arg);
+	    struct jrnl_list *l, jrnl_job_fn cb, void *arg);
 /* Oldest first. */
 enum jrnl_err jrnl_list_transitions(struct jrnl *j, const char *tenant,
 	    const char *job_id, jrnl_transition_fn cb, void *arg);

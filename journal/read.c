@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -430,41 +431,136 @@ jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
 	return deliver_jobs(&r, cb, arg);
 }
 
-enum jrnl_err
-jrnl_list_jobs(struct jrnl *j, const char *tenant, const struct jrnl_list *l,
-    jrnl_job_fn cb, void *arg)
+/* Rows of one text column (an id) into NUL-terminated copies. */
+static int
+id_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	char *buf, *p;
+
+	if (ncols < 1 || col_size(&c[0]) == 0)
+		return 1;
+	buf = p = xmalloc(col_size(&c[0]));
+	col_copy(&c[0], &p);
+	rows_add(arg, buf);
+	return 0;
+}
+
+/*
+ * The floor of the window of w rows below cursor (into floor; "" when
+ * fewer than w rows are left: the window reaches the end).
+ */
+static enum jrnl_err
+list_floor(struct jrnl *j, const char *tenant, const char *cursor,
+    const char *topic, size_t w, char *floor)
 {
 	struct rows r = { 0 };
-	struct jrnl_val a[6];
+	struct jrnl_val a[4];
 	enum jrnl_err e;
 	size_t na = 0;
-	int mask = 0;
+
+	a[na++] = jrnl_vtext(tenant);
+	a[na++] = jrnl_vtext(cursor);
+	if (topic != NULL)
+		a[na++] = jrnl_vtext(topic);
+	a[na++] = jrnl_vint((int64_t)w - 1);
+	e = read_rows(j, JS_LIST_FLOOR + (topic != NULL ?
+	    JRNL_LIST_BY_TOPIC : 0), a, na, id_row, &r);
+	floor[0] = '\0';
+	if (e == JRNL_OK && r.n > 0)
+		snprintf(floor, JRNL_ID_MAX + 1, "%s", (char *)r.v[0]);
+	rows_free(&r);
+	return e;
+}
+
+/*
+ * Jobs in state scheduled are most of a busy tenant's unfinished jobs and
+ * are not in SQLite's jobs_state index (schema version 6): a listing by
+ * scheduled without a bizkey walks the ids (the primary key, or
+ * jobs_topic) from the cursor down, a window of rows at a time, and stops
+ * after budget rows with what it found, its next cursor the window's
+ * floor: a tenant whose history is mostly finished jobs costs a page at
+ * most budget rows read, not the whole history.  Both drivers page the
+ * same way, so the answer does not depend on the database.
+ */
+enum jrnl_err
+jrnl_list_jobs(struct jrnl *j, const char *tenant, struct jrnl_list *l,
+    jrnl_job_fn cb, void *arg)
+{
+	char cur[JRNL_ID_MAX + 1], floor[JRNL_ID_MAX + 1];
+	size_t limit, w, budget, seen = 0, got = 0, na, i;
+	struct rows r = { 0 };
+	struct jrnl_val a[7];
+	const struct jrnl_job *last;
+	enum jrnl_err e;
+	int mask = 0, windowed, stop;
 
 	if (j == NULL || tenant == NULL || l == NULL || cb == NULL)
 		return JRNL_EINVAL;
-	a[na++] = jrnl_vtext(tenant);
+	l->next[0] = '\0';
+	if (l->cursor != NULL && strlen(l->cursor) > JRNL_ID_MAX)
+		return JRNL_EINVAL;
+	limit = clamp_limit(l->limit, DEFAULT_LIST_LIMIT);
+	w = l->window > 0 ? l->window : JRNL_LIST_WINDOW;
+	budget = l->budget > 0 ? l->budget : JRNL_LIST_BUDGET;
 	/*
 	 * No cursor: start above every id.  Bytes 0xff never occur in UTF-8,
 	 * so this sorts after any id in both databases' byte order.
 	 */
-	a[na++] = jrnl_vtext(l->cursor != NULL ? l->cursor : "\xff\xff");
-	if (l->topic != NULL) {
+	snprintf(cur, sizeof(cur), "%s", l->cursor != NULL ? l->cursor :
+	    "\xff\xff");
+	if (l->topic != NULL)
 		mask |= JRNL_LIST_BY_TOPIC;
-		a[na++] = jrnl_vtext(l->topic);
-	}
-	if (l->state != NULL) {
-		mask |= JRNL_LIST_BY_STATE;
-		a[na++] = jrnl_vtext(l->state);
-	}
-	if (l->bizkey != NULL) {
+	if (l->state != NULL)
+		mask |= strcmp(l->state, "scheduled") == 0 ?
+		    JRNL_LIST_SCHEDULED : JRNL_LIST_BY_STATE;
+	if (l->bizkey != NULL)
 		mask |= JRNL_LIST_BY_BIZKEY;
-		a[na++] = jrnl_vtext(l->bizkey);
+	windowed = (mask & JRNL_LIST_SCHEDULED) && l->bizkey == NULL;
+	for (;;) {
+		floor[0] = '\0';
+		if (windowed && (e = list_floor(j, tenant, cur, l->topic, w,
+		    floor)) != JRNL_OK)
+			return e;
+		na = 0;
+		a[na++] = jrnl_vtext(tenant);
+		a[na++] = jrnl_vtext(cur);
+		if (mask & JRNL_LIST_SCHEDULED)
+			a[na++] = jrnl_vtext(floor);
+		if (l->topic != NULL)
+			a[na++] = jrnl_vtext(l->topic);
+		if (mask & JRNL_LIST_BY_STATE)
+			a[na++] = jrnl_vtext(l->state);
+		if (l->bizkey != NULL)
+			a[na++] = jrnl_vtext(l->bizkey);
+		a[na++] = jrnl_vint((int64_t)(limit - got));
+		if ((e = read_rows(j, JS_LIST + mask, a, na, job_row, &r)) !=
+		    JRNL_OK)
+			return e;
+		got += r.n;
+		if (r.n > 0) {
+			last = r.v[r.n - 1];
+			snprintf(cur, sizeof(cur), "%s", last->id);
+		}
+		for (i = 0; i < r.n; i++)
+			if (cb(r.v[i], arg) != 0)
+				break;
+		stop = i < r.n;
+		rows_free(&r);
+		if (stop)
+			return JRNL_OK;
+		if (got == limit) {
+			snprintf(l->next, sizeof(l->next), "%s", cur);
+			return JRNL_OK;
+		}
+		/* Short: the window, or everything left, is read. */
+		if (!windowed || floor[0] == '\0')
+			return JRNL_OK;
+		snprintf(cur, sizeof(cur), "%s", floor);
+		if ((seen += w) >= budget) {
+			snprintf(l->next, sizeof(l->next), "%s", cur);
+			return JRNL_OK;
+		}
 	}
-	a[na++] = jrnl_vint((int64_t)clamp_limit(l->limit,
-	    DEFAULT_LIST_LIMIT));
-	if ((e = read_rows(j, JS_LIST + mask, a, na, job_row, &r)) != JRNL_OK)
-		return e;
-	return deliver_jobs(&r, cb, arg);
 }
 
 /*

@@ -58,6 +58,8 @@
 
 #define LIST_SQL(f) "SELECT " JOB_COLS " FROM jobs " \
 	"WHERE tenant = ? AND id < ?" f " ORDER BY id DESC LIMIT ?"
+#define BY_STATE " AND state = ? AND state <> 'scheduled'"
+#define BY_SCHEDULED " AND id >= ? AND state = 'scheduled'"
 
 #define TRANS_COLS "tenant, job_id, from_state, to_state, at_ms, " \
 	"instance, host, shard, attempt, http_status, latency_ms, error, " \
@@ -121,18 +123,37 @@ static const char *const common_sql[JS_COUNT] = {
 	[JS_VERSION_SET] = "INSERT INTO schema_version (version, applied_ms) "
 	    "VALUES (?, ?)",
 	[JS_PING] = "SELECT 1",
+	/*
+	 * By a state other than scheduled: SQLite's jobs_state holds only
+	 * those rows (schema version 6) and is used when the statement
+	 * itself says so.  By scheduled: the window's floor bounds the ids
+	 * read (jrnl_list_jobs).
+	 */
 	[JS_LIST + 0] = LIST_SQL(""),
 	[JS_LIST + JRNL_LIST_BY_TOPIC] = LIST_SQL(" AND topic = ?"),
-	[JS_LIST + JRNL_LIST_BY_STATE] = LIST_SQL(" AND state = ?"),
+	[JS_LIST + JRNL_LIST_BY_STATE] = LIST_SQL(BY_STATE),
 	[JS_LIST + JRNL_LIST_BY_TOPIC + JRNL_LIST_BY_STATE] =
-	    LIST_SQL(" AND topic = ? AND state = ?"),
+	    LIST_SQL(" AND topic = ?" BY_STATE),
 	[JS_LIST + JRNL_LIST_BY_BIZKEY] = LIST_SQL(" AND bizkey = ?"),
 	[JS_LIST + JRNL_LIST_BY_TOPIC + JRNL_LIST_BY_BIZKEY] =
 	    LIST_SQL(" AND topic = ? AND bizkey = ?"),
 	[JS_LIST + JRNL_LIST_BY_STATE + JRNL_LIST_BY_BIZKEY] =
-	    LIST_SQL(" AND state = ? AND bizkey = ?"),
-	[JS_LIST + 7] = LIST_SQL(" AND topic = ? AND state = ? "
-	    "AND bizkey = ?"),
+	    LIST_SQL(BY_STATE " AND bizkey = ?"),
+	[JS_LIST + 7] = LIST_SQL(" AND topic = ?" BY_STATE " AND bizkey = ?"),
+	[JS_LIST + JRNL_LIST_SCHEDULED] = LIST_SQL(BY_SCHEDULED),
+	[JS_LIST + JRNL_LIST_SCHEDULED + JRNL_LIST_BY_TOPIC] =
+	    LIST_SQL(BY_SCHEDULED " AND topic = ?"),
+	[JS_LIST + JRNL_LIST_SCHEDULED + JRNL_LIST_BY_BIZKEY] =
+	    LIST_SQL(BY_SCHEDULED " AND bizkey = ?"),
+	[JS_LIST + JRNL_LIST_SCHEDULED + JRNL_LIST_BY_TOPIC +
+	    JRNL_LIST_BY_BIZKEY] =
+	    LIST_SQL(BY_SCHEDULED " AND topic = ? AND bizkey = ?"),
+	/* The id W - 1 rows below the cursor: the floor of a window of W. */
+	[JS_LIST_FLOOR] = "SELECT id FROM jobs WHERE tenant = ? AND id < ? "
+	    "ORDER BY id DESC LIMIT 1 OFFSET ?",
+	[JS_LIST_FLOOR + JRNL_LIST_BY_TOPIC] = "SELECT id FROM jobs "
+	    "WHERE tenant = ? AND id < ? AND topic = ? "
+	    "ORDER BY id DESC LIMIT 1 OFFSET ?",
 };
 
 /*
@@ -273,7 +294,7 @@ static const char *const sqlite_v2[] = {
 	NULL,
 };
 
-/* A step with no statement: it only records the version (MySQL's 2, 3). */
+/* A step with no statement: it only records the version (MySQL's 2, 3, 6). */
 static const char *const version_only[] = {
 	NULL,
 };
@@ -335,6 +356,22 @@ static const char *const mysql_v5[] = {
 	NULL,
 };
 
+/*
+ * Version 5 -> 6: in SQLite the state index holds only the jobs past
+ * scheduled, so a put, whose job is scheduled, is one B-tree insert fewer,
+ * and a job's first transition adds its entry instead of moving it.  A
+ * listing by another state still uses the index (its statements say
+ * state <> 'scheduled'); a listing by scheduled walks the primary key or
+ * jobs_topic a window at a time (jrnl_list_jobs).  MySQL has no partial
+ * indexes: its step only records the version.
+ */
+static const char *const sqlite_v6[] = {
+	"DROP INDEX IF EXISTS jobs_state",
+	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs (tenant, state, id) "
+	    "WHERE state <> 'scheduled'",
+	NULL,
+};
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v1,
@@ -342,6 +379,7 @@ static const char *const *const sqlite_migrations[JRNL_SCHEMA_VERSION] = {
 	sqlite_v3,
 	sqlite_v4,
 	sqlite_v5,
+	sqlite_v6,
 };
 static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	mysql_v1,
@@ -349,6 +387,7 @@ static const char *const *const mysql_migrations[JRNL_SCHEMA_VERSION] = {
 	version_only,
 	mysql_v4,
 	mysql_v5,
+	version_only,
 };
 
 static const char sqlite_version_table[] =

@@ -375,6 +375,26 @@ def _():
         st, _, l = d.request("GET", "/v1/jobs?state=scheduled&limit=100",
                              key=k)
         assert len(l["jobs"]) == 5 and l["next_cursor"] is None, l
+        st, _, l = d.request("GET", "/v1/jobs?state=scheduled&topic=a"
+                             "&limit=2", key=k)
+        assert [x["id"] for x in l["jobs"]] == [ids[4], ids[2]], l
+        st, _, l2 = d.request("GET", "/v1/jobs?state=scheduled&topic=a"
+                              "&limit=2&cursor=" + l["next_cursor"], key=k)
+        assert [x["id"] for x in l2["jobs"]] == [ids[0]], l2
+        assert l2["next_cursor"] is None, l2
+        # A cancelled job moves from the scheduled listing to the
+        # cancelled one (its transition is written in the next batch).
+        st, _, _ = d.request("DELETE", "/v1/jobs/" + ids[1], key=k)
+        assert st == 204
+
+        def cancelled():
+            st, _, l = d.request("GET", "/v1/jobs?state=cancelled", key=k)
+            return l if st == 200 and l["jobs"] else None
+        l = harness.wait_for(cancelled, what="the cancel's transition")
+        assert [x["id"] for x in l["jobs"]] == [ids[1]], l
+        st, _, l = d.request("GET", "/v1/jobs?state=scheduled&topic=b",
+                             key=k)
+        assert [x["id"] for x in l["jobs"]] == [ids[3]], l
         # Restore of a job Redis still has: present, nothing made.
         st, _, rr = d.request("POST", "/v1/jobs/%s/restore" % ids[0], key=k)
         assert st == 200 and rr["present"] == 1 and rr["restored"] == 0, rr

@@ -204,11 +204,12 @@ schema_back_to(struct tb *b, int v)
 }
 
 /*
- * A journal of schema version 1 (the bizkey index over every job, the
- * finished_ms index over every job) is migrated to the current version at
- * open, keeping its rows; in SQLite both indexes then hold only the jobs
- * they serve (with a bizkey; finished), a listing by bizkey still finds
- * its job and the retention purge still removes a finished one.
+ * A journal of schema version 1 (the bizkey, finished_ms and state
+ * indexes over every job) is migrated to the current version at open,
+ * keeping its rows; in SQLite the three indexes then hold only the jobs
+ * they serve (with a bizkey; finished; past scheduled), listings by bizkey
+ * and by state still find their jobs and the retention purge still
+ * removes a finished one.
  */
 static void
 test_migrate_v1(void **state)
@@ -234,6 +235,9 @@ test_migrate_v1(void **state)
 		assert_int_equal(tj_exec(b, "DROP INDEX jobs_done"), 0);
 		assert_int_equal(tj_exec(b, "CREATE INDEX jobs_open ON jobs "
 		    "(finished_ms, tenant, id)"), 0);
+		assert_int_equal(tj_exec(b, "DROP INDEX jobs_state"), 0);
+		assert_int_equal(tj_exec(b, "CREATE INDEX jobs_state ON jobs "
+		    "(tenant, state, id)"), 0);
 	}
 	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN put_id"), 0);
 	assert_int_equal(tj_exec(b, "ALTER TABLE jobs DROP COLUMN version"),
@@ -259,6 +263,13 @@ test_migrate_v1(void **state)
 		    "sql LIKE '%WHERE finished_ms IS NOT NULL'"), 1);
 		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
 		    "WHERE name = 'jobs_open'"), 0);
+		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM sqlite_master "
+		    "WHERE name = 'jobs_state' AND "
+		    "sql LIKE '%WHERE state <> _scheduled_'"), 1);
+		/* The state index holds only M3. */
+		assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+		    "INDEXED BY jobs_state WHERE tenant = 'acme' AND "
+		    "state <> 'scheduled'"), 1);
 	}
 	memset(&l, 0, sizeof(l));
 	l.bizkey = "order-7";
@@ -266,6 +277,20 @@ test_migrate_v1(void **state)
 	    JRNL_OK);
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/M2");
+	memset(&l, 0, sizeof(l));
+	l.state = "delivered";
+	ids.n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 1);
+	assert_string_equal(ids.v[0], "acme/M3");
+	l.state = "scheduled";
+	ids.n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 2);
+	assert_string_equal(ids.v[0], "acme/M2");
+	assert_string_equal(ids.v[1], "acme/M1");
 	assert_string_equal(tj_get_one(j, "acme", "M1").state, "scheduled");
 	/* M3 finished in 1970: past any retention. */
 	assert_int_equal(jrnl_purge(j), 0);
@@ -1184,7 +1209,7 @@ test_list(void **state)
 	struct jrnl_job jobs[LIST_N + 1];
 	struct ids ids;
 	struct jrnl_list l;
-	char want[LIST_N][48];
+	char want[LIST_N][48], longer[JRNL_ID_MAX + 2];
 	struct jrnl *j;
 	size_t nwant;
 	int i, mask;
@@ -1215,14 +1240,23 @@ test_list(void **state)
 		assert_string_equal(ids.v[0], want[0]);
 		snprintf(want[0], sizeof(want[0]), "acme/L%04d", 21 - 10 * i);
 		assert_string_equal(ids.v[9], want[0]);
+		/* A full page: its last id is the next cursor. */
+		assert_string_equal(l.next, idbuf[20 - 10 * i]);
 		l.cursor = idbuf[20 - 10 * i];
 	}
+	assert_string_equal(l.next, "");
 
-	/* Every combination of filters: one row per mask. */
-	for (mask = 0; mask < 8; mask++) {
+	/*
+	 * Every combination of filters: the state by another than scheduled
+	 * (2) or by scheduled (8), not both.
+	 */
+	for (mask = 0; mask < 16; mask++) {
+		if ((mask & 10) == 10)
+			continue;
 		memset(&l, 0, sizeof(l));
 		l.topic = mask & 1 ? "a" : NULL;
-		l.state = mask & 2 ? "delivered" : NULL;
+		l.state = mask & 2 ? "delivered" : mask & 8 ? "scheduled" :
+		    NULL;
 		l.bizkey = mask & 4 ? "order-5" : NULL;
 		nwant = 0;
 		for (i = LIST_N; i >= 1; i--) {
@@ -1244,11 +1278,173 @@ test_list(void **state)
 			    nwant);
 		for (i = 0; i < (int)nwant; i++)
 			assert_string_equal(ids.v[i], want[i]);
+		/* Less than a page (100): no next page. */
+		assert_string_equal(l.next, "");
 	}
 	ids.n = 0;
 	assert_int_equal(jrnl_list_jobs(j, "nobody", &(struct jrnl_list){
 	    .limit = 5 }, tj_collect_id, &ids), JRNL_OK);
 	assert_int_equal(ids.n, 0);
+	/* A cursor longer than any id is refused. */
+	memset(&l, 0, sizeof(l));
+	memset(longer, 'x', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	l.cursor = longer;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_EINVAL);
+	tj_close(j);
+}
+
+/* W0001..W0040: scheduled at these, delivered, dead or cancelled else. */
+static int
+window_scheduled(int i)
+{
+	return i == 3 || i == 4 || i == 17 || i == 18 || i == 19 || i == 38;
+}
+
+/*
+ * Page through a listing into out; the pages' sizes into sizes (0: an
+ * empty page with a next cursor).
+ */
+static void
+list_all_pages(struct jrnl *j, struct jrnl_list *l, struct ids *out,
+    size_t *sizes, size_t *npages)
+{
+	char cursor[JRNL_ID_MAX + 1];
+	struct ids page;
+	size_t i;
+
+	out->n = 0;
+	*npages = 0;
+	l->cursor = NULL;
+	for (;;) {
+		page.n = 0;
+		assert_int_equal(jrnl_list_jobs(j, "acme", l, tj_collect_id,
+		    &page), JRNL_OK);
+		assert_true(page.n <= l->limit);
+		sizes[(*npages)++] = page.n;
+		for (i = 0; i < page.n; i++)
+			snprintf(out->v[out->n++], sizeof(out->v[0]), "%s",
+			    page.v[i]);
+		if (l->next[0] == '\0')
+			break;
+		assert_true(*npages < 40);
+		snprintf(cursor, sizeof(cursor), "%s", l->next);
+		l->cursor = cursor;
+	}
+	l->cursor = NULL;
+}
+
+/*
+ * A listing by state scheduled (without a bizkey) reads the ids a window
+ * at a time and gives up after its budget of rows with a short page and
+ * the next cursor: paging on until there is none gives every scheduled
+ * job once, newest first, with or without a topic; a bizkey, the default
+ * window and the other states page only by the limit.
+ */
+static void
+test_list_window(void **state)
+{
+	static const char *const other[] = { "delivered", "dead",
+		"cancelled" };
+	struct tb *b = tj_begin(state);
+	static char idbuf[40][16];
+	struct jrnl_job jobs[41];
+	struct ids ids, want;
+	struct jrnl_list l;
+	size_t sizes[40], npages;
+	struct jrnl *j;
+	int i, t;
+
+	for (i = 1; i <= 40; i++) {
+		snprintf(idbuf[i - 1], sizeof(idbuf[0]), "W%04d", i);
+		jobs[i - 1] = tj_job("acme", i % 2 ? "b" : "a", idbuf[i - 1],
+		    window_scheduled(i) ? "scheduled" : other[i % 3],
+		    1000 + i);
+		jobs[i - 1].bizkey = i == 17 ? "order-17" : NULL;
+	}
+	/* Another tenant's scheduled job sorts among acme's: never seen. */
+	jobs[40] = tj_job("other", "a", "W0037", "scheduled", 5000);
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, jobs, 41), JRNL_OK);
+
+	/*
+	 * Windows of 5 ids, 10 ids a call: W0040-36 hold W0038, W0035-31
+	 * nothing, so the first page is W0038 alone and goes on below
+	 * W0031; the next reads W0030-21 and finds nothing.
+	 */
+	memset(&l, 0, sizeof(l));
+	l.state = "scheduled";
+	l.limit = 2;
+	l.window = 5;
+	l.budget = 10;
+	ids.n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 1);
+	assert_string_equal(ids.v[0], "acme/W0038");
+	assert_string_equal(l.next, "W0031");
+	l.cursor = "W0031";
+	ids.n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 0);
+	assert_string_equal(l.next, "W0021");
+
+	/* Paged to the end: each scheduled job once, newest first. */
+	for (t = 0; t < 2; t++) {
+		l.topic = t ? "a" : NULL;
+		want.n = 0;
+		for (i = 40; i >= 1; i--)
+			if (window_scheduled(i) && (!t || i % 2 == 0))
+				snprintf(want.v[want.n++], sizeof(want.v[0]),
+				    "acme/W%04d", i);
+		list_all_pages(j, &l, &ids, sizes, &npages);
+		assert_int_equal(ids.n, want.n);
+		for (i = 0; i < (int)want.n; i++)
+			assert_string_equal(ids.v[i], want.v[i]);
+		/* Some page came back short with more to come. */
+		for (i = 0; i < (int)npages - 1; i++)
+			if (sizes[i] < l.limit)
+				break;
+		assert_true(i < (int)npages - 1);
+	}
+
+	/* A bizkey: its index, no window, however small. */
+	memset(&l, 0, sizeof(l));
+	l.state = "scheduled";
+	l.bizkey = "order-17";
+	l.limit = 2;
+	l.window = 1;
+	l.budget = 1;
+	ids.n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 1);
+	assert_string_equal(ids.v[0], "acme/W0017");
+	assert_string_equal(l.next, "");
+
+	/* The default window holds them all: one page, no next. */
+	memset(&l, 0, sizeof(l));
+	l.state = "scheduled";
+	ids.n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
+	    JRNL_OK);
+	assert_int_equal(ids.n, 6);
+	assert_string_equal(l.next, "");
+
+	/* Another state pages by its limit only, windows or not. */
+	memset(&l, 0, sizeof(l));
+	l.state = "dead";
+	l.limit = 4;
+	l.window = 1;
+	l.budget = 1;
+	list_all_pages(j, &l, &ids, sizes, &npages);
+	assert_int_equal(ids.n, 12);
+	assert_int_equal(npages, 4);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(sizes[i], 4);
+	assert_int_equal(sizes[3], 0);
 	tj_close(j);
 }
 
@@ -1742,6 +1938,7 @@ main(void)
 		BOTH(test_put_token),
 		BOTH(test_put_version),
 		BOTH(test_list),
+		BOTH(test_list_window),
 		BOTH(test_scan_unfinished),
 		BOTH(test_meta),
 		BOTH(test_retention),
