@@ -190,6 +190,15 @@ test_schema(void **state)
 	assert_non_null(strstr(why, "newer"));
 }
 
+/* One page of acme's jobs into ids. */
+static void
+list_page(struct jrnl *j, struct jrnl_list *l, struct ids *ids)
+{
+	ids->n = 0;
+	assert_int_equal(jrnl_list_jobs(j, "acme", l, tj_collect_id, ids),
+	    JRNL_OK);
+}
+
 /* Records the database as of schema version v: the caller undid the rest. */
 static void
 schema_back_to(struct tb *b, int v)
@@ -271,23 +280,16 @@ test_migrate_v1(void **state)
 		    "INDEXED BY jobs_state WHERE tenant = 'acme' AND "
 		    "state <> 'scheduled'"), 1);
 	}
-	memset(&l, 0, sizeof(l));
-	l.bizkey = "order-7";
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	l = (struct jrnl_list){ .bizkey = "order-7" };
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/M2");
-	memset(&l, 0, sizeof(l));
-	l.state = "delivered";
-	ids.n = 0;
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	l = (struct jrnl_list){ .state = "delivered" };
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/M3");
 	l.state = "scheduled";
-	ids.n = 0;
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 2);
 	assert_string_equal(ids.v[0], "acme/M2");
 	assert_string_equal(ids.v[1], "acme/M1");
@@ -1318,9 +1320,7 @@ list_all_pages(struct jrnl *j, struct jrnl_list *l, struct ids *out,
 	*npages = 0;
 	l->cursor = NULL;
 	for (;;) {
-		page.n = 0;
-		assert_int_equal(jrnl_list_jobs(j, "acme", l, tj_collect_id,
-		    &page), JRNL_OK);
+		list_page(j, l, &page);
 		assert_true(page.n <= l->limit);
 		sizes[(*npages)++] = page.n;
 		for (i = 0; i < page.n; i++)
@@ -1373,21 +1373,14 @@ test_list_window(void **state)
 	 * nothing, so the first page is W0038 alone and goes on below
 	 * W0031; the next reads W0030-21 and finds nothing.
 	 */
-	memset(&l, 0, sizeof(l));
-	l.state = "scheduled";
-	l.limit = 2;
-	l.window = 5;
-	l.budget = 10;
-	ids.n = 0;
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	l = (struct jrnl_list){ .state = "scheduled", .limit = 2,
+	    .window = 5, .budget = 10 };
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/W0038");
 	assert_string_equal(l.next, "W0031");
 	l.cursor = "W0031";
-	ids.n = 0;
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 0);
 	assert_string_equal(l.next, "W0021");
 
@@ -1411,34 +1404,22 @@ test_list_window(void **state)
 	}
 
 	/* A bizkey: its index, no window, however small. */
-	memset(&l, 0, sizeof(l));
-	l.state = "scheduled";
-	l.bizkey = "order-17";
-	l.limit = 2;
-	l.window = 1;
-	l.budget = 1;
-	ids.n = 0;
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	l = (struct jrnl_list){ .state = "scheduled", .bizkey = "order-17",
+	    .limit = 2, .window = 1, .budget = 1 };
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 1);
 	assert_string_equal(ids.v[0], "acme/W0017");
 	assert_string_equal(l.next, "");
 
 	/* The default window holds them all: one page, no next. */
-	memset(&l, 0, sizeof(l));
-	l.state = "scheduled";
-	ids.n = 0;
-	assert_int_equal(jrnl_list_jobs(j, "acme", &l, tj_collect_id, &ids),
-	    JRNL_OK);
+	l = (struct jrnl_list){ .state = "scheduled" };
+	list_page(j, &l, &ids);
 	assert_int_equal(ids.n, 6);
 	assert_string_equal(l.next, "");
 
 	/* Another state pages by its limit only, windows or not. */
-	memset(&l, 0, sizeof(l));
-	l.state = "dead";
-	l.limit = 4;
-	l.window = 1;
-	l.budget = 1;
+	l = (struct jrnl_list){ .state = "dead", .limit = 4, .window = 1,
+	    .budget = 1 };
 	list_all_pages(j, &l, &ids, sizes, &npages);
 	assert_int_equal(ids.n, 12);
 	assert_int_equal(npages, 4);
