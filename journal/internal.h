@@ -84,7 +84,6 @@ typedef int	(*jrnl_row_fn)(const struct jrnl_val *cols, size_t ncols,
 enum jrnl_stmt {
 	JS_JOB_APPLY,
 	JS_JOB_VOID,
-	JS_JOB_PUT_ID,
 	JS_JOB_GET,
 	JS_SCAN_ALL,
 	JS_SCAN_TENANT,
@@ -115,7 +114,8 @@ enum jrnl_stmt {
 	JS_LIST_FLOOR = JS_LIST + 16,	/* + JRNL_LIST_BY_TOPIC */
 	JS_PUT_MANY = JS_LIST_FLOOR + 2,	/* + k: an upsert of 2^k jobs */
 	JS_TRANS_MANY = JS_PUT_MANY + JRNL_PUT_SIZES,	/* 2^k transitions */
-	JS_COUNT = JS_TRANS_MANY + JRNL_PUT_SIZES,
+	JS_PUT_ID_MANY = JS_TRANS_MANY + JRNL_PUT_SIZES, /* 2^k rows' put_id */
+	JS_COUNT = JS_PUT_ID_MANY + JRNL_PUT_SIZES,
 };
 
 #define JRNL_LIST_BY_TOPIC	1

@@ -35,7 +35,7 @@
  * A put replaces a row unless it carries a token (put_id) and the row is
  * another put's, unfinished: two pushes of one client-given id in flight
  * together, the first put's row stands (the second learns it through
- * JS_JOB_PUT_ID).  MySQL assigns in order, each IF() seeing the columns
+ * JS_PUT_ID_MANY).  MySQL assigns in order, each IF() seeing the columns
  * already assigned: put_id and finished_ms, which the test reads, come
  * last, put_id first (once it is assigned the test still holds).
  */
@@ -77,7 +77,6 @@ static const char *const common_sql[JS_COUNT] = {
 	[JS_JOB_VOID] = "DELETE FROM jobs "
 	    "WHERE tenant = ? AND id = ? AND state = 'scheduled' "
 	    "AND (? IS NULL OR put_id = ?)",
-	[JS_JOB_PUT_ID] = "SELECT put_id FROM jobs WHERE tenant = ? AND id = ?",
 	[JS_JOB_GET] = "SELECT " JOB_COLS " FROM jobs "
 	    "WHERE tenant = ? AND id = ?",
 	[JS_SCAN_TENANT] = "SELECT " JOB_COLS " FROM jobs "
@@ -399,16 +398,23 @@ static const char mysql_version_table[] =
 
 /*
  * The multi-row statements (JS_PUT_MANY + k: an upsert of 2^k jobs;
- * JS_TRANS_MANY + k: an insert of 2^k transitions), written out once, on
- * first use, for both dialects.
+ * JS_TRANS_MANY + k: an insert of 2^k transitions; JS_PUT_ID_MANY + k: the
+ * put_id of 2^k rows by (tenant, id)), written out once, on first use, for
+ * both dialects.
  */
 #define MANY_SQL_MAX	4096
+#define MANY_FORMS	3
 
+#define PUT_ID_SELECT	"SELECT tenant, id, put_id FROM jobs WHERE "
+#define PUT_ID_ROW	"(tenant = ? AND id = ?)"
+
+/* tail: SQLite's, MySQL's. */
 static const struct {
-	const char	*head, *row, *tail[2];	/* tail: SQLite, MySQL */
-} many_form[2] = {
-	{ JOB_INSERT, JOB_ROW, { SQLITE_UPSERT, MYSQL_UPSERT } },
-	{ TRANS_INSERT, TRANS_ROW, { "", "" } },
+	const char	*head, *row, *sep, *tail[2];
+} many_form[MANY_FORMS] = {
+	{ JOB_INSERT, JOB_ROW, ", ", { SQLITE_UPSERT, MYSQL_UPSERT } },
+	{ TRANS_INSERT, TRANS_ROW, ", ", { "", "" } },
+	{ PUT_ID_SELECT, PUT_ID_ROW, " OR ", { "", "" } },
 };
 
 /* A statement has one tail, its dialect's: room for the longer. */
@@ -418,11 +424,13 @@ static const struct {
 _Static_assert(sizeof(JOB_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(JOB_ROW) +
     2) + UPSERT_MAX < MANY_SQL_MAX &&
     sizeof(TRANS_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(TRANS_ROW) + 2) <
+    MANY_SQL_MAX &&
+    sizeof(PUT_ID_SELECT) + JRNL_PUT_ROWS_MAX * (sizeof(PUT_ID_ROW) + 4) <
     MANY_SQL_MAX, "MANY_SQL_MAX too small for the multi-row statements");
 _Static_assert(JRNL_TRANS_COLS <= JRNL_JOB_COLS,
     "JRNL_ARGS_MAX counts job rows");
 
-static char many_sql[2][2][JRNL_PUT_SIZES][MANY_SQL_MAX];
+static char many_sql[MANY_FORMS][2][JRNL_PUT_SIZES][MANY_SQL_MAX];
 static pthread_once_t many_sql_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -431,7 +439,7 @@ many_sql_build(void)
 	size_t f, d, k, r, off;
 	char *s;
 
-	for (f = 0; f < 2; f++)
+	for (f = 0; f < MANY_FORMS; f++)
 		for (d = 0; d < 2; d++)
 			for (k = 0; k < JRNL_PUT_SIZES; k++) {
 				s = many_sql[f][d][k];
@@ -440,7 +448,7 @@ many_sql_build(void)
 				for (r = 0; r < (size_t)1 << k; r++)
 					off += (size_t)snprintf(s + off,
 					    MANY_SQL_MAX - off, "%s%s",
-					    r > 0 ? ", " : "",
+					    r > 0 ? many_form[f].sep : "",
 					    many_form[f].row);
 				snprintf(s + off, MANY_SQL_MAX - off, "%s",
 				    many_form[f].tail[d]);

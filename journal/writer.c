@@ -75,13 +75,14 @@ typedef void	(*row_fn)(struct jrnl *j, struct jrnl_val *a, size_t i,
 		    void *arg);
 
 /*
- * Inserts n rows of ncols values by the statements base + k of 2^k rows:
+ * Runs for n rows of ncols values the statements base + k of 2^k rows:
  * JRNL_PUT_ROWS_MAX a statement, the rest by the powers of two it adds up
- * to (30 rows: 16, 8, 4 and 2).
+ * to (30 rows: 16, 8, 4 and 2).  Rows a statement returns go to out (NULL:
+ * none expected), with arg.
  */
 static enum jrnl_err
 put_rows(struct jrnl *j, int base, size_t ncols, size_t n, row_fn fill,
-    void *arg)
+    jrnl_row_fn out, void *arg)
 {
 	struct jrnl_val a[JRNL_ARGS_MAX];
 	size_t i = 0, r, rows;
@@ -96,7 +97,7 @@ put_rows(struct jrnl *j, int base, size_t ncols, size_t n, row_fn fill,
 		for (r = 0; r < rows; r++)
 			fill(j, &a[r * ncols], i + r, arg);
 		e = jrnl_run(j->drv, j->wconn, base + size, a, rows * ncols,
-		    NULL, NULL, NULL);
+		    out, arg, NULL);
 		if (e != JRNL_OK)
 			return e;
 		i += rows;
@@ -202,43 +203,103 @@ apply_transition(struct jrnl *j, const struct jrnl_transition *t)
 	    NULL);
 }
 
-static int
-put_id_row(const struct jrnl_val *cols, size_t ncols, void *arg)
-{
-	int64_t *id = arg;
+/* The jobs of a commit that ask whether their row is their put's. */
+struct asking {
+	const struct jrnl_job	**v;	/* sorted by (tenant, id) */
+	size_t			  n;
+};
 
-	if (ncols >= 1 && cols[0].type == JRNL_V_INT)
-		*id = cols[0].i;
+static int
+asking_cmp(const void *a, const void *b)
+{
+	const struct jrnl_job *x = *(const struct jrnl_job *const *)a;
+	const struct jrnl_job *y = *(const struct jrnl_job *const *)b;
+	int c = strcmp(x->tenant, y->tenant);
+
+	return c != 0 ? c : strcmp(x->id, y->id);
+}
+
+/* A column's bytes against a string, in strcmp's order. */
+static int
+val_cmp(const struct jrnl_val *v, const char *s)
+{
+	size_t n = strlen(s), len = v->type == JRNL_V_NULL ? 0 : v->len;
+	int c = len > 0 && n > 0 ? memcmp(v->p, s, len < n ? len : n) : 0;
+
+	return c != 0 ? c : (len > n) - (len < n);
+}
+
+static void
+asking_row(struct jrnl *j, struct jrnl_val *a, size_t i, void *arg)
+{
+	const struct jrnl_job *job = ((struct asking *)arg)->v[i];
+
+	(void)j;
+	a[0] = jrnl_vtext(job->tenant);
+	a[1] = jrnl_vtext(job->id);
+}
+
+/* A row (tenant, id, put_id): tells every asking job of that id. */
+static int
+asking_tell(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	struct asking *w = arg;
+	size_t lo = 0, hi = w->n, mid;
+	int cmp;
+
+	if (ncols < 3)
+		return 0;
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		cmp = val_cmp(&c[0], w->v[mid]->tenant);
+		if (cmp == 0)
+			cmp = val_cmp(&c[1], w->v[mid]->id);
+		if (cmp > 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < w->n && val_cmp(&c[0], w->v[lo]->tenant) == 0 &&
+	    val_cmp(&c[1], w->v[lo]->id) == 0; lo++)
+		*w->v[lo]->contested = c[2].type != JRNL_V_INT ||
+		    c[2].i != w->v[lo]->put_id;
 	return 0;
 }
 
 /*
  * Tells each job of reqs that asks (a token and somewhere to say it)
- * whether its row is its own or another put's that it did not replace.
+ * whether its row is its own or another put's that it did not replace:
+ * one statement per 32 of them (JS_PUT_ID_MANY), not one each, since in
+ * MySQL each is a round trip inside the commit.  A job whose row is not
+ * there (it cannot be, in the same transaction) counts as contested.
  */
 static enum jrnl_err
 tell_contested(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq)
 {
+	struct asking w = { NULL, 0 };
 	const struct jrnl_job *job;
-	struct jrnl_val a[2];
 	enum jrnl_err e;
-	int64_t id;
-	size_t i, k;
+	size_t i, k, n = 0;
 
+	for (i = 0; i < nreq; i++)
+		for (k = 0; k < reqs[i]->n; k++)
+			n += reqs[i]->jobs[k].put_id != 0 &&
+			    reqs[i]->jobs[k].contested != NULL;
+	if (n == 0)
+		return JRNL_OK;
+	w.v = xreallocarray(NULL, n, sizeof(*w.v));
 	for (i = 0; i < nreq; i++)
 		for (k = 0; k < reqs[i]->n; k++) {
 			job = &reqs[i]->jobs[k];
 			if (job->put_id == 0 || job->contested == NULL)
 				continue;
-			a[0] = jrnl_vtext(job->tenant);
-			a[1] = jrnl_vtext(job->id);
-			id = 0;
-			if ((e = jrnl_run(j->drv, j->wconn, JS_JOB_PUT_ID, a, 2,
-			    put_id_row, &id, NULL)) != JRNL_OK)
-				return e;
-			*job->contested = id != job->put_id;
+			*job->contested = 1;
+			w.v[w.n++] = job;
 		}
-	return JRNL_OK;
+	qsort(w.v, w.n, sizeof(*w.v), asking_cmp);
+	e = put_rows(j, JS_PUT_ID_MANY, 2, w.n, asking_row, asking_tell, &w);
+	free(w.v);
+	return e;
 }
 
 /*
@@ -261,11 +322,11 @@ tx_write(struct jrnl *j, struct jrnl_put_req **reqs, size_t nreq,
 			rows[nrows++] = tr[i];
 	if ((e = j->drv->begin(j->wconn)) != JRNL_OK)
 		return e;
-	if ((e = put_rows(j, JS_PUT_MANY, JRNL_JOB_COLS, njobs, job_row,
+	if ((e = put_rows(j, JS_PUT_MANY, JRNL_JOB_COLS, njobs, job_row, NULL,
 	    &w)) != JRNL_OK || (e = tell_contested(j, reqs, nreq)) != JRNL_OK)
 		goto fail;
 	if ((e = put_rows(j, JS_TRANS_MANY, JRNL_TRANS_COLS, nrows, trans_row,
-	    rows)) != JRNL_OK)
+	    NULL, rows)) != JRNL_OK)
 		goto fail;
 	/* A job's creation: its put wrote the row in that state already. */
 	for (i = 0; i < ntr; i++)

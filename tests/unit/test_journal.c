@@ -1116,6 +1116,70 @@ test_put_token(void **state)
 }
 
 /*
+ * Many puts with tokens in one commit, more than one statement's worth
+ * (40 ids asking over two statements), each told by its own row: two puts
+ * of one id in the same commit (the first's row stands), an id whose row
+ * is an earlier commit's unfinished put, the same id in two tenants, a put
+ * that does not ask and one without a token among them.
+ */
+static void
+test_put_token_batch(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_job jobs[46];
+	static char idbuf[40][8];
+	int told[46];
+	struct jrnl *j;
+	size_t n = 0;
+	int i;
+
+	j = tj_open(b, JRNL_MODE_SYNC);
+	jobs[0] = tj_job("k", "a", "T-OLD", NULL, 10);
+	jobs[0].put_id = 500;
+	assert_int_equal(jrnl_put_jobs(j, jobs, 1), JRNL_OK);
+
+	for (i = 0; i < 40; i++) {
+		/* Sorted by id they interleave the ones added below. */
+		snprintf(idbuf[i], sizeof(idbuf[i]), "T%02d", 39 - i);
+		jobs[n] = tj_job(i % 2 ? "k" : "m", "a", idbuf[i], NULL, 20);
+		jobs[n].put_id = 1000 + i;
+		n++;
+	}
+	jobs[n] = tj_job("k", "b", "T-DUP", NULL, 20);		/* 40: first */
+	jobs[n++].put_id = 2000;
+	jobs[n] = tj_job("k", "c", "T-DUP", NULL, 20);		/* 41 */
+	jobs[n++].put_id = 2001;
+	jobs[n] = tj_job("k", "b", "T-OLD", NULL, 20);		/* 42 */
+	jobs[n++].put_id = 2002;
+	jobs[n] = tj_job("m", "b", "T-OLD", NULL, 20);		/* 43 */
+	jobs[n++].put_id = 2003;
+	jobs[n] = tj_job("k", "a", "T-QUIET", NULL, 20);	/* 44 */
+	jobs[n++].put_id = 2004;
+	jobs[n++] = tj_job("k", "a", "T-PLAIN", NULL, 20);	/* 45 */
+	for (i = 0; i < (int)n; i++) {
+		told[i] = -1;
+		if (i != 44)
+			jobs[i].contested = &told[i];
+	}
+	assert_int_equal(jrnl_put_jobs(j, jobs, n), JRNL_OK);
+	for (i = 0; i < 40; i++)
+		if (told[i] != 0)
+			fail_msg("%s: told %d", jobs[i].id, told[i]);
+	assert_int_equal(told[40], 0);
+	assert_int_equal(told[41], 1);
+	assert_int_equal(told[42], 1);
+	assert_int_equal(told[43], 0);
+	assert_int_equal(told[44], -1);
+	assert_int_equal(told[45], -1);		/* no token: nothing to ask */
+	assert_int_equal(topic_of(b, "T-DUP", "b"), 1);
+	assert_int_equal(topic_of(b, "T-OLD", "a"), 1);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs WHERE "
+	    "tenant = 'm' AND id = 'T-OLD' AND topic = 'b'"), 1);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs"), 45);
+	tj_close(j);
+}
+
+/*
  * A put writes the version it is given and every read hands it back: the
  * job, the restore scan, the listing.  A put that replaces a row replaces
  * its version too (one written again from Redis: no token, Redis's
@@ -1917,6 +1981,7 @@ main(void)
 		BOTH(test_transitions),
 		BOTH(test_trans_version),
 		BOTH(test_put_token),
+		BOTH(test_put_token_batch),
 		BOTH(test_put_version),
 		BOTH(test_list),
 		BOTH(test_list_window),
