@@ -628,6 +628,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	sched_quiesce(w->sched);
 	disp_drain(w->disp, grace_ms);
 	report_drain(w->rep);		/* every outcome applied */
+	api_defer_stop();	/* a deletion in progress ends and answers */
 	api_server_stop(w->http);
 	api_pull_stop();
 	api_push_stop();

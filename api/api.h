@@ -79,6 +79,13 @@ void	api_pull_kick(void);
  */
 void	api_push_stop(void);
 /*
+ * The background thread of deletions (defer.c, started by the first):
+ * api_defer_stop() lets it finish what is queued, so each of those
+ * requests is answered, and joins it; later deletions run on their HTTP
+ * thread.  Call it before api_server_stop().
+ */
+void	api_defer_stop(void);
+/*
  * The journal's callbacks_done: pushes the committed group on this thread
  * when it is small (a few single pushes), else hands it to the pushers.
  */

@@ -41,7 +41,7 @@ struct api_err_desc {
 	const char	*code;		/* code_buf, or a literal */
 	const char	*field;		/* NULL: none */
 	char		 code_buf[64];
-	char		 msg[128];
+	char		 msg[256];
 };
 
 /* Answer for a scheduler error (what: "job", "topic"...). */
@@ -192,10 +192,36 @@ void	api_quota_forget(const char *tenant);
 pthread_mutex_t *api_write_lock(const char *tenant, const char *topic);
 /*
  * Drops the jobs of a deleted topic (NULL: of every topic of the tenant)
- * from the scheduler: 0, or -1 after answering the error.
+ * from the scheduler: 0, or -1 with the error to answer in *d.
  */
-int	api_drop_jobs(struct api_req *req, const char *tenant,
-	    const char *topic);
+int	api_drop_jobs(struct api_ctx *ctx, const char *tenant,
+	    const char *topic, struct api_err_desc *d);
+/* What api_reg_error() would answer, into *d. */
+void	api_reg_describe(enum reg_err e, const char *what,
+	    struct api_err_desc *d);
+/* Answers the error *d describes. */
+void	api_error_desc(struct api_req *req, const struct api_err_desc *d);
+/* *d: 503 journal_unavailable with the message fmt. */
+void	api_journal_desc(struct api_err_desc *d, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+
+/*
+ * Work done off the HTTP thread (defer.c): api_defer() parks req and
+ * queues d, the first member of a struct from malloc; d->work runs on the
+ * background thread and sets d->err to the error to answer (status 0:
+ * 204).  The request is then resumed and its handler called again with
+ * req->state == d: it answers with api_defer_answer().  Without the
+ * background thread (stopping), the work runs here and is answered at
+ * once.  d is freed once both the work and the request are done with it.
+ */
+struct api_defer {
+	struct api_hold		 hold;
+	void			(*work)(struct api_defer *d);
+	struct api_defer	*next;
+	struct api_err_desc	 err;
+};
+void	api_defer(struct api_req *req, struct api_defer *d);
+void	api_defer_answer(struct api_req *req, struct api_defer *d);
 /*
  * Cancels the tenant's job id and gives its quota back: 0, or -1 after
  * answering the error (409 job_finished naming field, which may be NULL;

@@ -4,6 +4,7 @@ noinst_LIBRARIES += libapi.a
 libapi_a_SOURCES = \
 	api/api.h api/internal.h \
 	api/http.c api/http.h \
+	api/defer.c \
 	api/health.c \
 	api/routes.c \
 	api/auth.c \

@@ -44,6 +44,7 @@
 #include "util/clock.h"
 #include "util/crypto.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 #define MAX_PENDING_LIMIT	INT64_C(1000000000000)
 /* As dispatcher.max_total_in_flight's. */
@@ -88,16 +89,26 @@ key_json(const char *key_id, int64_t created_ms, const char *api_key)
 /* ------------------------------------------------------------------ */
 /* The journal's copy */
 
+/* The 503 for a journal that refused a registry change, into *d. */
+static void
+journal_refused_desc(struct api_err_desc *d, enum jrnl_err e,
+    const char *what, const char *name)
+{
+	log_warnx("api: journal: %s %s not recorded: %s", what, name,
+	    jrnl_strerror(e));
+	api_journal_desc(d, "the journal cannot record the %s now (%s); "
+	    "nothing was changed, try again", what, jrnl_strerror(e));
+}
+
 /* Answer 503 for a journal that refused a registry change. */
 static void
 journal_refused(struct api_req *req, enum jrnl_err e, const char *what,
     const char *name)
 {
-	log_warnx("api: journal: %s %s not recorded: %s", what, name,
-	    jrnl_strerror(e));
-	api_error(req, 503, "journal_unavailable", NULL,
-	    "the journal cannot record the %s now (%s); nothing was "
-	    "changed, try again", what, jrnl_strerror(e));
+	struct api_err_desc d;
+
+	journal_refused_desc(&d, e, what, name);
+	api_error_desc(req, &d);
 }
 
 static enum jrnl_err
@@ -446,9 +457,9 @@ api_write_lock(const char *tenant, const char *topic)
 }
 
 int
-api_drop_jobs(struct api_req *req, const char *tenant, const char *topic)
+api_drop_jobs(struct api_ctx *ctx, const char *tenant, const char *topic,
+    struct api_err_desc *d)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	enum sched_err e;
 	int64_t n = 0;
 
@@ -458,7 +469,7 @@ api_drop_jobs(struct api_req *req, const char *tenant, const char *topic)
 	    sched_drop_tenant(ctx->sched, tenant, &n);
 	api_quota_forget(tenant);
 	if (e != SCHED_OK) {
-		api_sched_error(req, e, topic != NULL ? "topic" : "tenant");
+		api_sched_describe(e, topic != NULL ? "topic" : "tenant", d);
 		return -1;
 	}
 	if (n > 0)
@@ -468,27 +479,31 @@ api_drop_jobs(struct api_req *req, const char *tenant, const char *topic)
 	return 0;
 }
 
+/* A tenant's deletion, done on the background thread (defer.c). */
+struct tenant_del {
+	struct api_defer	 d;	/* first: the work's own pointer */
+	struct api_ctx		*ctx;
+	char			 name[API_TENANT_MAX + 1];
+};
+
 static void
-tenant_delete(struct api_req *req)
+tenant_delete_work(struct api_defer *dd)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
-	struct registry_tenant t;
+	struct tenant_del *td = (struct tenant_del *)(void *)dd;
+	struct api_ctx *ctx = td->ctx;
 	pthread_mutex_t *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
-	if (load_tenant(req, &t) == -1 ||
-	    api_unfinished_guard(req, t.name, NULL) == -1)
-		return;
 	/* The journal first: it also cancels the tenant's unfinished jobs
 	 * there, so a restore brings none of them back.  A PATCH here waits
 	 * (the lock) until the registry has let the tenant go. */
-	lock = api_write_lock(t.name, NULL);
+	lock = api_write_lock(td->name, NULL);
 	if (ctx->jrnl != NULL &&
-	    (je = jrnl_delete_tenant(ctx->jrnl, t.name)) != JRNL_OK &&
+	    (je = jrnl_delete_tenant(ctx->jrnl, td->name)) != JRNL_OK &&
 	    je != JRNL_ENOTFOUND) {
 		pthread_mutex_unlock(lock);
-		journal_refused(req, je, "tenant", t.name);
+		journal_refused_desc(&td->d.err, je, "tenant", td->name);
 		return;
 	}
 	/* Then its jobs leave Redis, before and after the registry (a
@@ -497,37 +512,60 @@ tenant_delete(struct api_req *req)
 	 * queues a transition per job it took: the journal's rows of the
 	 * tenant go again once those are written, or they would stay as
 	 * rows of no job, read by a tenant made again with the name. */
-	if (api_drop_jobs(req, t.name, NULL) == -1) {
+	if (api_drop_jobs(ctx, td->name, NULL, &td->d.err) == -1) {
 		pthread_mutex_unlock(lock);
 		return;
 	}
 	if (ctx->jrnl != NULL &&
-	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, t.name)) != JRNL_OK) {
+	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, td->name)) != JRNL_OK) {
 		pthread_mutex_unlock(lock);
-		log_warnx("api: journal: tenant %s not deleted: %s", t.name,
+		log_warnx("api: journal: tenant %s not deleted: %s", td->name,
 		    jrnl_strerror(je));
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the tenant's jobs are dropped, but the journal cannot "
-		    "remove their rows now (%s); the tenant is not deleted, "
-		    "try again", jrnl_strerror(je));
+		api_journal_desc(&td->d.err, "the tenant's jobs are dropped, "
+		    "but the journal cannot remove their rows now (%s); the "
+		    "tenant is not deleted, try again", jrnl_strerror(je));
 		return;
 	}
-	e = registry_tenant_delete(ctx->reg, t.name);
+	e = registry_tenant_delete(ctx->reg, td->name);
 	pthread_mutex_unlock(lock);
 	if (e != REG_OK) {
-		api_reg_error(req, e, "tenant");
+		api_reg_describe(e, "tenant", &td->d.err);
 		return;
 	}
-	disp_tenant_set_cap(ctx->disp, t.name, 0);
-	if (api_drop_jobs(req, t.name, NULL) == -1)
+	disp_tenant_set_cap(ctx->disp, td->name, 0);
+	if (api_drop_jobs(ctx, td->name, NULL, &td->d.err) == -1)
 		return;
 	/* Only jobs pushed between the two drops are left to go now. */
 	if (ctx->jrnl != NULL &&
-	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, t.name)) != JRNL_OK)
+	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, td->name)) != JRNL_OK)
 		log_warnx("api: journal: tenant %s deleted, but the rows of "
-		    "jobs pushed while it went are left: %s", t.name,
+		    "jobs pushed while it went are left: %s", td->name,
 		    jrnl_strerror(je));
-	api_reply_empty(req, 204);
+}
+
+/*
+ * Checked here; deleted on the background thread, which may take seconds
+ * for a tenant with many jobs (defer.c), and answered when it is done.
+ */
+static void
+tenant_delete(struct api_req *req)
+{
+	struct tenant_del *td = req->state;
+	struct registry_tenant t;
+
+	if (td != NULL) {
+		api_defer_answer(req, &td->d);
+		return;
+	}
+	if (load_tenant(req, &t) == -1 ||
+	    api_unfinished_guard(req, t.name, NULL) == -1)
+		return;
+	td = xcalloc(1, sizeof(*td));
+	td->d.work = tenant_delete_work;
+	td->ctx = api_ctx_of(req);
+	snprintf(td->name, sizeof(td->name), "%s", t.name);
+	log_info("api: tenant %s: deleting", td->name);
+	api_defer(req, &td->d);
 }
 
 static void

@@ -442,48 +442,80 @@ topic_list(struct api_req *req)
 	api_reply_json(req, 200, o);
 }
 
+/* A topic's deletion, done on the background thread (defer.c). */
+struct topic_del {
+	struct api_defer	 d;	/* first: the work's own pointer */
+	struct api_ctx		*ctx;
+	char			 tenant[API_TENANT_MAX + 1];
+	char			 name[REG_TOPIC_MAX + 1];
+};
+
 static void
-topic_delete(struct api_req *req)
+topic_delete_work(struct api_defer *dd)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
-	struct registry_topic *t;
-	pthread_mutex_t *lock = NULL;
+	struct topic_del *td = (struct topic_del *)(void *)dd;
+	struct api_ctx *ctx = td->ctx;
+	pthread_mutex_t *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
-	if (api_topic_load(req, req->param[0], &t) == -1)
-		return;
-	if (api_unfinished_guard(req, req->tenant, t->name) == -1)
-		goto out;
 	/* The journal first (it cancels the topic's unfinished jobs there
 	 * too), so a restore never brings back what a 204 removed; a PUT or
 	 * rotation here waits (the lock) until the registry has let go. */
-	lock = api_write_lock(req->tenant, t->name);
+	lock = api_write_lock(td->tenant, td->name);
 	if (ctx->jrnl != NULL && (je = jrnl_delete_topic(ctx->jrnl,
-	    req->tenant, t->name)) != JRNL_OK && je != JRNL_ENOTFOUND) {
+	    td->tenant, td->name)) != JRNL_OK && je != JRNL_ENOTFOUND) {
+		pthread_mutex_unlock(lock);
 		log_warnx("api: journal: topic %s/%s not deleted: %s",
-		    req->tenant, t->name, jrnl_strerror(je));
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the journal cannot record the deletion now (%s); "
-		    "nothing was changed, try again", jrnl_strerror(je));
-		goto out;
+		    td->tenant, td->name, jrnl_strerror(je));
+		api_journal_desc(&td->d.err, "the journal cannot record the "
+		    "deletion now (%s); nothing was changed, try again",
+		    jrnl_strerror(je));
+		return;
 	}
 	/* Then its jobs leave Redis, before and after the registry (a
 	 * push that loaded the topic before it went may still land), so
 	 * none is delivered and a topic made again starts empty. */
-	if (api_drop_jobs(req, req->tenant, t->name) == -1)
-		goto out;
-	e = registry_topic_delete(ctx->reg, req->tenant, t->name);
-	pthread_mutex_unlock(lock);
-	lock = NULL;
-	if (e != REG_OK)
-		api_reg_error(req, e, "topic");
-	else if (api_drop_jobs(req, req->tenant, t->name) == 0)
-		api_reply_empty(req, 204);
-out:
-	if (lock != NULL)
+	if (api_drop_jobs(ctx, td->tenant, td->name, &td->d.err) == -1) {
 		pthread_mutex_unlock(lock);
+		return;
+	}
+	e = registry_topic_delete(ctx->reg, td->tenant, td->name);
+	pthread_mutex_unlock(lock);
+	if (e != REG_OK)
+		api_reg_describe(e, "topic", &td->d.err);
+	else
+		(void)api_drop_jobs(ctx, td->tenant, td->name, &td->d.err);
+}
+
+/*
+ * Checked here; deleted on the background thread, which may take seconds
+ * for a topic with many jobs (defer.c), and answered when it is done.
+ */
+static void
+topic_delete(struct api_req *req)
+{
+	struct topic_del *td = req->state;
+	struct registry_topic *t;
+
+	if (td != NULL) {
+		api_defer_answer(req, &td->d);
+		return;
+	}
+	if (api_topic_load(req, req->param[0], &t) == -1)
+		return;
+	if (api_unfinished_guard(req, req->tenant, t->name) == -1) {
+		registry_topic_free(t);
+		return;
+	}
+	td = xcalloc(1, sizeof(*td));
+	td->d.work = topic_delete_work;
+	td->ctx = api_ctx_of(req);
+	snprintf(td->tenant, sizeof(td->tenant), "%s", req->tenant);
+	snprintf(td->name, sizeof(td->name), "%s", t->name);
 	registry_topic_free(t);
+	log_info("api: topic %s/%s: deleting", td->tenant, td->name);
+	api_defer(req, &td->d);
 }
 
 static void

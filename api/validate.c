@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,35 +573,72 @@ api_sched_error(struct api_req *req, enum sched_err e, const char *what)
 	struct api_err_desc d;
 
 	api_sched_describe(e, what, &d);
-	api_error(req, d.status, d.code, d.field, "%s", d.msg);
+	api_error_desc(req, &d);
+}
+
+void
+api_reg_describe(enum reg_err e, const char *what, struct api_err_desc *d)
+{
+	d->field = NULL;
+	d->code = d->code_buf;
+	switch (e) {
+	case REG_ENOTFOUND:
+		d->status = 404;
+		snprintf(d->code_buf, sizeof(d->code_buf), "%s_not_found",
+		    what);
+		snprintf(d->msg, sizeof(d->msg), "no such %s", what);
+		break;
+	case REG_EEXISTS:
+		d->status = 409;
+		snprintf(d->code_buf, sizeof(d->code_buf), "%s_exists", what);
+		snprintf(d->msg, sizeof(d->msg), "that %s exists already",
+		    what);
+		break;
+	case REG_EUNAVAIL:
+		d->status = 503;
+		d->code = "unavailable";
+		snprintf(d->msg, sizeof(d->msg),
+		    "Redis is unavailable; try again");
+		break;
+	case REG_ECHANGED:
+		d->status = 409;
+		d->code = "conflict";
+		snprintf(d->msg, sizeof(d->msg),
+		    "the %s changed meanwhile; try again", what);
+		break;
+	default:
+		d->status = 500;
+		d->code = "internal";
+		snprintf(d->msg, sizeof(d->msg), "registry: %s",
+		    registry_strerror(e));
+		break;
+	}
 }
 
 void
 api_reg_error(struct api_req *req, enum reg_err e, const char *what)
 {
-	char code[64];
+	struct api_err_desc d;
 
-	switch (e) {
-	case REG_ENOTFOUND:
-		snprintf(code, sizeof(code), "%s_not_found", what);
-		api_error(req, 404, code, NULL, "no such %s", what);
-		break;
-	case REG_EEXISTS:
-		snprintf(code, sizeof(code), "%s_exists", what);
-		api_error(req, 409, code, NULL, "that %s exists already",
-		    what);
-		break;
-	case REG_EUNAVAIL:
-		api_error(req, 503, "unavailable", NULL,
-		    "Redis is unavailable; try again");
-		break;
-	case REG_ECHANGED:
-		api_error(req, 409, "conflict", NULL,
-		    "the %s changed meanwhile; try again", what);
-		break;
-	default:
-		api_error(req, 500, "internal", NULL, "registry: %s",
-		    registry_strerror(e));
-		break;
-	}
+	api_reg_describe(e, what, &d);
+	api_error_desc(req, &d);
+}
+
+void
+api_error_desc(struct api_req *req, const struct api_err_desc *d)
+{
+	api_error(req, d->status, d->code, d->field, "%s", d->msg);
+}
+
+void
+api_journal_desc(struct api_err_desc *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	d->status = 503;
+	d->code = "journal_unavailable";
+	d->field = NULL;
+	va_start(ap, fmt);
+	vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
+	va_end(ap);
 }

@@ -402,5 +402,67 @@ def _():
         rcv.stop()
 
 
+@t.test("a topic's and a tenant's deletion wait off the HTTP thread")
+def _():
+    # One HTTP thread, and the journal's database locked by the test: a
+    # deletion, whose first step writes the journal, waits there.  Done
+    # on the HTTP thread it would hold every other request of that
+    # thread; done in the background, the thread answers the rest.
+    import sqlite3
+    import threading
+    dbdir = harness.mkdtemp()
+    path = "%s/j.db" % dbdir
+    with harness.RedisServer() as r, harness.Retryd(redis=r, config={
+            "http": {"threads": 1},
+            "journal": {"url": "sqlite://" + path, "mode": "sync"}}) as d:
+        d.wait_ready()
+        st, _, b = d.admin("POST", "/v1/tenants", {"name": "del1"})
+        k = b["api_key"]
+        st, _, b2 = d.admin("POST", "/v1/tenants", {"name": "del2"})
+        assert st == 201, b2
+        d.request("PUT", "/v1/topics/big", {}, key=k)
+        for i in range(3):
+            st, _, j = d.request("POST", "/v1/topics/big/jobs",
+                                 {"delay_ms": 3600000, "body": i}, key=k)
+            assert st == 201, j
+        done = {}
+        for what, path_ in (("topic del1/big", "/v1/topics/big?force=true"),
+                            ("tenant del2", "/v1/tenants/del2")):
+            lock = sqlite3.connect(path, isolation_level=None, timeout=10)
+            lock.execute("BEGIN IMMEDIATE")
+            mark = d.log_mark()
+            out = {}
+
+            def delete():
+                if path_.startswith("/v1/tenants"):
+                    out["r"] = d.admin("DELETE", path_)
+                else:
+                    out["r"] = d.request("DELETE", path_, key=k)
+            th = threading.Thread(target=delete)
+            th.start()
+            try:
+                d.wait_log("api: %s: deleting" % what, since=mark)
+                st, _, _ = d.request("GET", "/healthz")
+                st2, _, _ = d.request("GET", "/v1/topics", key=k)
+                pending = th.is_alive()
+            finally:
+                lock.execute("ROLLBACK")
+                lock.close()
+            th.join()
+            assert st == 200 and st2 == 200, (st, st2)
+            assert pending, "the deletion was answered before /healthz"
+            # The journal waits up to its timeout (2 s) for the lock:
+            # released in time, deleted; else 503 and nothing changed.
+            assert out["r"][0] in (204, 503), out["r"]
+            if out["r"][0] == 503:
+                assert out["r"][2]["error"]["code"] == \
+                    "journal_unavailable", out["r"]
+            done[what] = out["r"][0] == 204
+        st, _, _ = d.request("GET", "/v1/topics/big", key=k)
+        assert st == (404 if done["topic del1/big"] else 200), st
+        st, _, _ = d.admin("GET", "/v1/tenants/del2")
+        assert st == (404 if done["tenant del2"] else 200), st
+
+
 E.stop()
 t.done()
