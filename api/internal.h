@@ -187,9 +187,12 @@ void	api_quota_forget(const char *tenant);
  * change of it in Redis and its journal row are made under it (a delete's
  * journal row and Redis removal too), so this instance journals the
  * changes of one entry in the order Redis took them, and never between a
- * delete's two writes.  pthread_mutex_unlock() it.
+ * delete's two writes.  One lock per name: another entry's never waits
+ * for it.  api_write_unlock() it.
  */
-pthread_mutex_t *api_write_lock(const char *tenant, const char *topic);
+struct api_wlock;
+struct api_wlock *api_write_lock(const char *tenant, const char *topic);
+void	api_write_unlock(struct api_wlock *l);
 /*
  * Drops the jobs of a deleted topic (NULL: of every topic of the tenant)
  * from the scheduler: 0, or -1 with the error to answer in *d.

@@ -349,7 +349,7 @@ tenant_patch(struct api_req *req)
 	int64_t maxp = REG_LIMIT_KEEP, maxf = REG_LIMIT_KEEP, now[2], was[2];
 	enum reg_err e;
 	enum jrnl_err je;
-	pthread_mutex_t *lock;
+	struct api_wlock *lock;
 
 	if (load_tenant(req, &t) == -1 || api_body_json(req, &body) == -1 ||
 	    api_json_only(req, body, allowed, "") == -1)
@@ -362,7 +362,7 @@ tenant_patch(struct api_req *req)
 	lock = api_write_lock(t.name, NULL);
 	e = registry_tenant_set_limits(ctx->reg, t.name, maxp, maxf, now, was);
 	if (e != REG_OK) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		api_reg_error(req, e, "tenant");
 		goto out;
 	}
@@ -375,11 +375,11 @@ tenant_patch(struct api_req *req)
 		    NULL)) != REG_OK)
 			log_warnx("api: tenant %s: cannot undo the limits' "
 			    "change: %s", t.name, registry_strerror(e));
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		journal_refused(req, je, "tenant", t.name);
 		goto out;
 	}
-	pthread_mutex_unlock(lock);
+	api_write_unlock(lock);
 	/* This instance at once; the others at their next timer pass. */
 	disp_tenant_set_cap(ctx->disp, t.name, (int)now[1]);
 	if ((e = registry_tenant_get(ctx->reg, t.name, &t)) != REG_OK) {
@@ -422,38 +422,64 @@ api_unfinished_guard(struct api_req *req, const char *tenant,
 }
 
 /*
- * WRITE_LOCKS stripes, a tenant's (topic NULL) or topic's by a hash of its
- * name: entries of different tenants seldom share one, so a slow write of
- * one never holds up another's.
+ * The write locks in use (held or waited for), one per name: a tenant's
+ * ("tenant") or a topic's ("tenant/topic").  A lock of one name never
+ * holds up another's, so a deletion that holds its name's lock for
+ * seconds delays only changes of that same entry.  Few are in use at a
+ * time (changes of tenants and topics are rare), so a list does.
  */
-#define WRITE_LOCKS	64
-static pthread_mutex_t write_locks[WRITE_LOCKS];
-static pthread_once_t write_locks_once = PTHREAD_ONCE_INIT;
+struct api_wlock {
+	pthread_mutex_t		 mu;
+	int			 refs;		/* under wlocks_mu */
+	struct api_wlock	*next;
+	char			 name[];
+};
 
-static void
-write_locks_init(void)
-{
-	size_t i;
+static pthread_mutex_t wlocks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct api_wlock *wlocks;
 
-	for (i = 0; i < WRITE_LOCKS; i++)
-		pthread_mutex_init(&write_locks[i], NULL);
-}
-
-pthread_mutex_t *
+struct api_wlock *
 api_write_lock(const char *tenant, const char *topic)
 {
-	pthread_mutex_t *m;
-	uint32_t h;
+	char name[API_TENANT_MAX + REG_TOPIC_MAX + 2];
+	struct api_wlock *l;
+	size_t len;
 
-	pthread_once(&write_locks_once, write_locks_init);
-	h = crc32_update(0, tenant, strlen(tenant));
-	if (topic != NULL) {
-		h = crc32_update(h, "/", 1);
-		h = crc32_update(h, topic, strlen(topic));
+	snprintf(name, sizeof(name), "%s%s%s", tenant, topic != NULL ? "/" :
+	    "", topic != NULL ? topic : "");
+	pthread_mutex_lock(&wlocks_mu);
+	for (l = wlocks; l != NULL; l = l->next)
+		if (strcmp(l->name, name) == 0)
+			break;
+	if (l == NULL) {
+		len = strlen(name);
+		l = xcalloc(1, sizeof(*l) + len + 1);
+		memcpy(l->name, name, len + 1);
+		pthread_mutex_init(&l->mu, NULL);
+		l->next = wlocks;
+		wlocks = l;
 	}
-	m = &write_locks[h % WRITE_LOCKS];
-	pthread_mutex_lock(m);
-	return m;
+	l->refs++;
+	pthread_mutex_unlock(&wlocks_mu);
+	pthread_mutex_lock(&l->mu);
+	return l;
+}
+
+void
+api_write_unlock(struct api_wlock *l)
+{
+	struct api_wlock **pp;
+
+	pthread_mutex_unlock(&l->mu);
+	pthread_mutex_lock(&wlocks_mu);
+	if (--l->refs == 0) {
+		for (pp = &wlocks; *pp != l; pp = &(*pp)->next)
+			;
+		*pp = l->next;
+		pthread_mutex_destroy(&l->mu);
+		free(l);
+	}
+	pthread_mutex_unlock(&wlocks_mu);
 }
 
 int
@@ -491,7 +517,7 @@ tenant_delete_work(struct api_defer *dd)
 {
 	struct tenant_del *td = (struct tenant_del *)(void *)dd;
 	struct api_ctx *ctx = td->ctx;
-	pthread_mutex_t *lock;
+	struct api_wlock *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
@@ -502,7 +528,7 @@ tenant_delete_work(struct api_defer *dd)
 	if (ctx->jrnl != NULL &&
 	    (je = jrnl_delete_tenant(ctx->jrnl, td->name)) != JRNL_OK &&
 	    je != JRNL_ENOTFOUND) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		journal_refused_desc(&td->d.err, je, "tenant", td->name);
 		return;
 	}
@@ -513,12 +539,12 @@ tenant_delete_work(struct api_defer *dd)
 	 * tenant go again once those are written, or they would stay as
 	 * rows of no job, read by a tenant made again with the name. */
 	if (api_drop_jobs(ctx, td->name, NULL, &td->d.err) == -1) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		return;
 	}
 	if (ctx->jrnl != NULL &&
 	    (je = jrnl_delete_tenant_jobs(ctx->jrnl, td->name)) != JRNL_OK) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		log_warnx("api: journal: tenant %s not deleted: %s", td->name,
 		    jrnl_strerror(je));
 		api_journal_desc(&td->d.err, "the tenant's jobs are dropped, "
@@ -527,7 +553,7 @@ tenant_delete_work(struct api_defer *dd)
 		return;
 	}
 	e = registry_tenant_delete(ctx->reg, td->name);
-	pthread_mutex_unlock(lock);
+	api_write_unlock(lock);
 	if (e != REG_OK) {
 		api_reg_describe(e, "tenant", &td->d.err);
 		return;

@@ -317,27 +317,27 @@ topic_write(struct api_req *req, struct registry_topic *t,
     struct registry_topic *old, const char *raw, int *created)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	pthread_mutex_t *lock;
+	struct api_wlock *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
 	lock = api_write_lock(t->tenant, t->name);
 	e = registry_topic_put_if(ctx->reg, t, clock_wall_ms(), raw, created);
 	if (e == REG_ECHANGED) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		return 1;
 	}
 	if (e != REG_OK) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		api_reg_error(req, e, e == REG_ENOTFOUND ? "tenant" : "topic");
 		return -1;
 	}
 	if ((je = journal_topic(ctx, t)) != JRNL_OK) {
 		journal_refused(req, je, t, *created ? NULL : old);
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		return -1;
 	}
-	pthread_mutex_unlock(lock);
+	api_write_unlock(lock);
 	return 0;
 }
 
@@ -455,7 +455,7 @@ topic_delete_work(struct api_defer *dd)
 {
 	struct topic_del *td = (struct topic_del *)(void *)dd;
 	struct api_ctx *ctx = td->ctx;
-	pthread_mutex_t *lock;
+	struct api_wlock *lock;
 	enum reg_err e;
 	enum jrnl_err je;
 
@@ -465,7 +465,7 @@ topic_delete_work(struct api_defer *dd)
 	lock = api_write_lock(td->tenant, td->name);
 	if (ctx->jrnl != NULL && (je = jrnl_delete_topic(ctx->jrnl,
 	    td->tenant, td->name)) != JRNL_OK && je != JRNL_ENOTFOUND) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		log_warnx("api: journal: topic %s/%s not deleted: %s",
 		    td->tenant, td->name, jrnl_strerror(je));
 		api_journal_desc(&td->d.err, "the journal cannot record the "
@@ -477,11 +477,11 @@ topic_delete_work(struct api_defer *dd)
 	 * push that loaded the topic before it went may still land), so
 	 * none is delivered and a topic made again starts empty. */
 	if (api_drop_jobs(ctx, td->tenant, td->name, &td->d.err) == -1) {
-		pthread_mutex_unlock(lock);
+		api_write_unlock(lock);
 		return;
 	}
 	e = registry_topic_delete(ctx->reg, td->tenant, td->name);
-	pthread_mutex_unlock(lock);
+	api_write_unlock(lock);
 	if (e != REG_OK)
 		api_reg_describe(e, "topic", &td->d.err);
 	else

@@ -2,8 +2,11 @@
 """test_api_topics.py - topics: create/replace/read/list/delete, the signing
 secret, and every bad input of PUT /v1/topics/{topic}."""
 
+import contextlib
 import os
+import sqlite3
 import sys
+import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -402,57 +405,75 @@ def _():
         rcv.stop()
 
 
-@t.test("a topic's and a tenant's deletion wait off the HTTP thread")
-def _():
-    # One HTTP thread, and the journal's database locked by the test: a
-    # deletion, whose first step writes the journal, waits there.  Done
-    # on the HTTP thread it would hold every other request of that
-    # thread; done in the background, the thread answers the rest.
-    import sqlite3
-    import threading
-    dbdir = harness.mkdtemp()
-    path = "%s/j.db" % dbdir
+@contextlib.contextmanager
+def journal_daemon(threads, tenants):
+    """A daemon with `threads` HTTP threads and an SQLite journal, and the
+    tenants named: (redis, daemon, the journal's path, {tenant: key})."""
+    path = "%s/j.db" % harness.mkdtemp()
     with harness.RedisServer() as r, harness.Retryd(redis=r, config={
-            "http": {"threads": 1},
+            "http": {"threads": threads},
             "journal": {"url": "sqlite://" + path, "mode": "sync"}}) as d:
         d.wait_ready()
-        st, _, b = d.admin("POST", "/v1/tenants", {"name": "del1"})
-        k = b["api_key"]
-        st, _, b2 = d.admin("POST", "/v1/tenants", {"name": "del2"})
-        assert st == 201, b2
+        keys = {}
+        for name in tenants:
+            st, _, b = d.admin("POST", "/v1/tenants", {"name": name})
+            assert st == 201, b
+            keys[name] = b["api_key"]
+        yield r, d, path, keys
+
+
+def in_thread(out, name, fn, *args, **kw):
+    """fn(*args, **kw) started on a thread, its result in out[name]."""
+    def run():
+        out[name] = fn(*args, **kw)
+    th = threading.Thread(target=run)
+    th.start()
+    return th
+
+
+@contextlib.contextmanager
+def journal_locked(path):
+    """The journal's database locked for writing (every write waits, up
+    to the journal's timeout, 2 s, then fails 503) while inside."""
+    lock = sqlite3.connect(path, isolation_level=None, timeout=10)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+
+
+@t.test("a topic's and a tenant's deletion wait off the HTTP thread")
+def _():
+    # One HTTP thread, and the journal's database locked: a deletion,
+    # whose first step writes the journal, waits there.  Done on the
+    # HTTP thread it would hold every other request of that thread; done
+    # in the background, the thread answers the rest.
+    with journal_daemon(1, ("del1", "del2")) as (r, d, path, keys):
+        k = keys["del1"]
         d.request("PUT", "/v1/topics/big", {}, key=k)
         for i in range(3):
             st, _, j = d.request("POST", "/v1/topics/big/jobs",
                                  {"delay_ms": 3600000, "body": i}, key=k)
             assert st == 201, j
         done = {}
-        for what, path_ in (("topic del1/big", "/v1/topics/big?force=true"),
-                            ("tenant del2", "/v1/tenants/del2")):
-            lock = sqlite3.connect(path, isolation_level=None, timeout=10)
-            lock.execute("BEGIN IMMEDIATE")
-            mark = d.log_mark()
+        for what, path_, key in (
+                ("topic del1/big", "/v1/topics/big?force=true", k),
+                ("tenant del2", "/v1/tenants/del2", d.admin_key)):
             out = {}
-
-            def delete():
-                if path_.startswith("/v1/tenants"):
-                    out["r"] = d.admin("DELETE", path_)
-                else:
-                    out["r"] = d.request("DELETE", path_, key=k)
-            th = threading.Thread(target=delete)
-            th.start()
-            try:
+            mark = d.log_mark()
+            with journal_locked(path):
+                th = in_thread(out, "r", d.request, "DELETE", path_,
+                               key=key)
                 d.wait_log("api: %s: deleting" % what, since=mark)
                 st, _, _ = d.request("GET", "/healthz")
                 st2, _, _ = d.request("GET", "/v1/topics", key=k)
                 pending = th.is_alive()
-            finally:
-                lock.execute("ROLLBACK")
-                lock.close()
             th.join()
             assert st == 200 and st2 == 200, (st, st2)
             assert pending, "the deletion was answered before /healthz"
-            # The journal waits up to its timeout (2 s) for the lock:
-            # released in time, deleted; else 503 and nothing changed.
+            # Released in time, deleted; else 503 and nothing changed.
             assert out["r"][0] in (204, 503), out["r"]
             if out["r"][0] == 503:
                 assert out["r"][2]["error"]["code"] == \
@@ -463,6 +484,35 @@ def _():
         st, _, _ = d.admin("GET", "/v1/tenants/del2")
         assert st == (404 if done["tenant del2"] else 200), st
 
+
+@t.test("a change of another entry does not wait for a deletion")
+def _():
+    # The deletion of del1/big waits on the locked journal, holding its
+    # entry's write lock.  A PUT of del3/x7 (whose name fell on the same
+    # lock as del1/big when the locks were 64 stripes by a CRC-32 of the
+    # name) takes its own lock: it writes the topic to Redis, then waits
+    # for the journal in turn.
+    with journal_daemon(2, ("del1", "del3")) as (r, d, path, keys):
+        st, _, _ = d.request("PUT", "/v1/topics/big", {}, key=keys["del1"])
+        assert st == 201, st
+        out = {}
+        mark = d.log_mark()
+        with journal_locked(path):
+            th1 = in_thread(out, "del", d.request, "DELETE",
+                            "/v1/topics/big", key=keys["del1"])
+            d.wait_log("api: topic del1/big: deleting", since=mark)
+            th3 = in_thread(out, "put", d.request, "PUT", "/v1/topics/x7",
+                            {}, key=keys["del3"])
+            harness.wait_for(lambda: r.cmd("HEXISTS",
+                                           "rd:{registry}:topics:del3",
+                                           "x7") == 1,
+                             what="del3/x7 written to Redis")
+            deleting = th1.is_alive()
+        th1.join()
+        th3.join()
+        assert deleting, "the deletion ended before the PUT got through"
+        assert out["del"][0] in (204, 503), out["del"]
+        assert out["put"][0] in (201, 503), out["put"]
 
 E.stop()
 t.done()
