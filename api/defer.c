@@ -70,7 +70,7 @@ api_defer(struct api_req *req, struct api_defer *d)
 {
 	int queued = 0;
 
-	api_hold_init(&d->hold, req, 2);
+	d->ctx = api_ctx_of(req);
 	d->next = NULL;
 	pthread_mutex_lock(&defer_lock);
 	if (!defer_stopping && !defer_started) {
@@ -81,6 +81,7 @@ api_defer(struct api_req *req, struct api_defer *d)
 			log_warn("api: cannot start the background thread");
 	}
 	if (defer_started && !defer_stopping) {
+		api_hold_init(&d->hold, req, 2);
 		req->state = d;
 		req->free_state = defer_free_state;
 		api_suspend(req);
@@ -94,7 +95,6 @@ api_defer(struct api_req *req, struct api_defer *d)
 		return;
 	}
 	/* No thread (stopping): here, as before there was one. */
-	pthread_mutex_destroy(&d->hold.mu);
 	d->work(d);
 	api_defer_answer(req, d);
 	free(d);

@@ -220,6 +220,7 @@ void	api_journal_desc(struct api_err_desc *d, const char *fmt, ...)
 struct api_defer {
 	struct api_hold		 hold;
 	void			(*work)(struct api_defer *d);
+	struct api_ctx		*ctx;	/* set by api_defer() */
 	struct api_defer	*next;
 	struct api_err_desc	 err;
 };

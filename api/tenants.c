@@ -508,7 +508,6 @@ api_drop_jobs(struct api_ctx *ctx, const char *tenant, const char *topic,
 /* A tenant's deletion, done on the background thread (defer.c). */
 struct tenant_del {
 	struct api_defer	 d;	/* first: the work's own pointer */
-	struct api_ctx		*ctx;
 	char			 name[API_TENANT_MAX + 1];
 };
 
@@ -516,7 +515,7 @@ static void
 tenant_delete_work(struct api_defer *dd)
 {
 	struct tenant_del *td = (struct tenant_del *)(void *)dd;
-	struct api_ctx *ctx = td->ctx;
+	struct api_ctx *ctx = td->d.ctx;
 	struct api_wlock *lock;
 	enum reg_err e;
 	enum jrnl_err je;
@@ -588,7 +587,6 @@ tenant_delete(struct api_req *req)
 		return;
 	td = xcalloc(1, sizeof(*td));
 	td->d.work = tenant_delete_work;
-	td->ctx = api_ctx_of(req);
 	snprintf(td->name, sizeof(td->name), "%s", t.name);
 	log_info("api: tenant %s: deleting", td->name);
 	api_defer(req, &td->d);

@@ -445,7 +445,6 @@ topic_list(struct api_req *req)
 /* A topic's deletion, done on the background thread (defer.c). */
 struct topic_del {
 	struct api_defer	 d;	/* first: the work's own pointer */
-	struct api_ctx		*ctx;
 	char			 tenant[API_TENANT_MAX + 1];
 	char			 name[REG_TOPIC_MAX + 1];
 };
@@ -454,7 +453,7 @@ static void
 topic_delete_work(struct api_defer *dd)
 {
 	struct topic_del *td = (struct topic_del *)(void *)dd;
-	struct api_ctx *ctx = td->ctx;
+	struct api_ctx *ctx = td->d.ctx;
 	struct api_wlock *lock;
 	enum reg_err e;
 	enum jrnl_err je;
@@ -510,7 +509,6 @@ topic_delete(struct api_req *req)
 	}
 	td = xcalloc(1, sizeof(*td));
 	td->d.work = topic_delete_work;
-	td->ctx = api_ctx_of(req);
 	snprintf(td->tenant, sizeof(td->tenant), "%s", req->tenant);
 	snprintf(td->name, sizeof(td->name), "%s", t->name);
 	registry_topic_free(t);
