@@ -47,6 +47,7 @@ struct req_priv {
 	int			 nhdr;
 	int			 started;	/* body complete, handler ran */
 	int			 parked;	/* api_suspend in this call */
+	int			 refused;	/* ... while stopping: not */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
@@ -1128,9 +1129,24 @@ api_suspend(struct api_req *req)
 	struct api_server *srv = req->srv;
 	struct req_priv *rp = priv(req);
 
-	MHD_suspend_connection(req->conn);
 	rp->parked = 1;
 	pthread_mutex_lock(&srv->lock);
+	/*
+	 * Once api_server_stop() has resumed the suspended requests, a
+	 * connection suspended now would still be suspended when MHD stops,
+	 * and MHD aborts the process then.  Keep-alive connections bring
+	 * new requests until the threads stop, so a handler may park one
+	 * now: it is not suspended, and run_handler() answers it 503, as it
+	 * answers every request resumed by the stop.  Suspended under the
+	 * lock, so a request is either on the list the stop empties or
+	 * sees stopping.
+	 */
+	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE)) {
+		rp->refused = 1;
+		pthread_mutex_unlock(&srv->lock);
+		return;
+	}
+	MHD_suspend_connection(req->conn);
 	req->suspended = 1;
 	rp->prev_susp = NULL;
 	rp->next_susp = srv->suspended;
@@ -1243,7 +1259,13 @@ run_handler(struct api_server *srv, struct api_req *req)
 	 * answer", the handler will run again.
 	 */
 	priv(req)->parked = 0;
+	priv(req)->refused = 0;
 	req->route->fn(req);
+	if (!req->answered && priv(req)->refused) {
+		api_error(req, 503, "shutting_down", NULL,
+		    "the server is shutting down");
+		return;
+	}
 	if (!req->answered && !priv(req)->parked) {
 		log_warnx("http: %s %s: handler gave no answer", req->method,
 		    req->path);

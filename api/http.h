@@ -148,7 +148,12 @@ const char *api_header(struct api_req *req, const char *name);
 /* A query-string argument, decoded, or NULL. */
 const char *api_query(struct api_req *req, const char *name);
 
-/* Park req without answering; the connection stays open. */
+/*
+ * Park req without answering; the connection stays open.  Once the server
+ * is stopping it is not parked: the handler's caller answers it 503
+ * shutting_down when the handler returns (its work, queued or not, goes
+ * on as for a request resumed by the stop).
+ */
 void	api_suspend(struct api_req *req);
 /* Call the handler of a suspended req again (any thread). */
 void	api_resume(struct api_req *req);

@@ -12,8 +12,11 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import http.client  # noqa: E402
+import json  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import threading  # noqa: E402
 
 import harness  # noqa: E402
 
@@ -221,6 +224,75 @@ def _():
     rd = harness.Retryd(redis=redis).wait_ready()
     rd.signal(signal.SIGTERM)
     assert rd.wait_exit(15) == 0, rd.proc.returncode
+
+
+def push_load(rd, key, topic, nthreads=24):
+    """Threads pushing one job after another on keep-alive connections
+    until refused or cut off.  Returns (stop event, threads, ids answered
+    201, statuses seen)."""
+    stop = threading.Event()
+    ids, seen, lock = [], {}, threading.Lock()
+    body = json.dumps({"delay_ms": 600000, "body": "x"})
+    hdrs = {"Authorization": "Bearer " + key,
+            "Content-Type": "application/json"}
+
+    def run():
+        c = http.client.HTTPConnection(rd.host, rd.port, timeout=30)
+        try:
+            while not stop.is_set():
+                c.request("POST", "/v1/topics/%s/jobs" % topic, body, hdrs)
+                r = c.getresponse()
+                b = r.read()
+                with lock:
+                    seen[r.status] = seen.get(r.status, 0) + 1
+                    if r.status == 201:
+                        ids.append(json.loads(b)["id"])
+                if r.status != 201:
+                    return
+        except (OSError, http.client.HTTPException):
+            return      # the server went away: the load ends
+        finally:
+            c.close()
+    ths = [threading.Thread(target=run) for _ in range(nthreads)]
+    for th in ths:
+        th.start()
+    return stop, ths, ids, seen
+
+
+@t.test("SIGTERM under a push load exits 0; every 201 is kept")
+def _():
+    # Keep-alive connections bring requests after the server stopped
+    # taking connections; one parked then used to stay suspended and
+    # libmicrohttpd aborted the process at its stop.
+    d = harness.mkdtemp()
+    conf = {"journal": {"url": "sqlite://" + os.path.join(d, "j.db"),
+                        "mode": "sync"},
+            "log": {"level": "info"}}
+    r = harness.RedisServer()
+    rd = harness.Retryd(redis=r, config=conf).wait_ready()
+    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "load"})
+    assert st == 201, (st, b)
+    key = b["api_key"]
+    st, _, b = rd.request("PUT", "/v1/topics/q", {}, key=key)
+    assert st == 201, (st, b)
+    stop, ths, ids, seen = push_load(rd, key, "q")
+    harness.wait_for(lambda: len(ids) >= 2000, timeout=60,
+                     what="2000 pushes answered")
+    rd.signal(signal.SIGTERM)
+    rc = rd.wait_exit(30)
+    stop.set()
+    for th in ths:
+        th.join(30)
+    log = rd.log()
+    assert "Fatal" not in log, log[-2000:]
+    assert rc == 0, (rc, log[-2000:])
+    assert set(seen) <= {201, 503}, seen
+    rd2 = harness.Retryd(redis=r, config=conf).wait_ready()
+    for jid in ids:
+        st, _, b = rd2.request("GET", "/v1/jobs/" + jid, key=key)
+        assert st == 200 and b["state"] == "scheduled", (jid, st, b)
+    assert rd2.stop() == 0
+    r.stop()
 
 
 @t.test("SIGINT drains and exits 0")
