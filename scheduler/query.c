@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,129 @@ sched_q_job(struct sched *s, redisContext *c, const char *tenant,
 	free(argv);
 	free(lens);
 	free(r);
+	return e;
+}
+
+/* Where job i's record may be, best first: its own shard, or any. */
+static int
+candidate(struct sched *s, const char *id, int k)
+{
+	struct id_parts ip;
+	int first = sched_shard_of(s, id);
+
+	if (id_parse(id, &ip) == 0 && (int)ip.shard < s->cfg.shards)
+		return k == 0 ? first : -1;
+	if (k >= s->cfg.shards)
+		return -1;
+	if (k == 0)
+		return first;
+	return k - 1 < first ? k - 1 : k;
+}
+
+enum sched_err
+sched_q_jobs(struct sched *s, redisContext *c, const char *const *tenants,
+    const char *const *ids, size_t n, struct sched_job **out, int *broken)
+{
+	char kj[SCHED_KEY_MAX], (*idk)[SCHED_IDKEY_MAX];
+	const char **tv, **argv;
+	size_t *idklen, *ti, *pos, *lens, nt = 0, i, t, m;
+	struct sched_pipe *q;
+	redisReply **r, *e1;
+	enum sched_err e = SCHED_OK;
+	int shards = s->cfg.shards, sh, k, nr = 0;
+
+	idk = xcalloc(n, sizeof(*idk));
+	idklen = xcalloc(n, sizeof(*idklen));
+	ti = xcalloc(n, sizeof(*ti));
+	pos = xcalloc(n, sizeof(*pos));
+	tv = xcalloc(n, sizeof(*tv));
+	argv = xcalloc(n + 2, sizeof(*argv));
+	lens = xcalloc(n + 2, sizeof(*lens));
+	/* The ids each tenant names, in order: HMGET fields pos[i]. */
+	for (i = 0; i < n; i++) {
+		out[i] = NULL;
+		ti[i] = SIZE_MAX;
+		if (!sched_valid_tenant(tenants[i]) ||
+		    sched_idkey(ids[i], idk[i], &idklen[i]) == -1)
+			continue;
+		for (t = 0; t < nt && strcmp(tv[t], tenants[i]) != 0; t++)
+			;
+		if (t == nt)
+			tv[nt++] = tenants[i];
+		ti[i] = t;
+	}
+	r = xcalloc(nt * (size_t)shards + 1, sizeof(*r));
+	q = sched_pipe_new(s->pool, c);
+	for (t = 0; t < nt; t++) {
+		argv[0] = "HMGET";
+		lens[0] = 5;
+		for (i = 0, m = 2; i < n; i++)
+			if (ti[i] == t) {
+				pos[i] = m - 2;
+				argv[m] = idk[i];
+				lens[m++] = idklen[i];
+			}
+		for (sh = 0; sh < shards; sh++) {
+			sched_key(kj, tv[t], sh, "j", NULL);
+			argv[1] = kj;
+			lens[1] = strlen(kj);
+			if (sched_pipe_append_argv(q, kj, lens[1], (int)m, argv,
+			    lens) == -1) {
+				*broken = 1;
+				e = SCHED_EUNAVAIL;
+				goto out;
+			}
+		}
+	}
+	for (nr = 0; nr < (int)nt * shards; nr++) {
+		if (sched_pipe_getreply(q, (void **)&r[nr]) != REDIS_OK) {
+			*broken = 1;
+			log_warnx("redis: %s", c->errstr);
+			e = SCHED_EUNAVAIL;
+			goto out;
+		}
+		if (r[nr]->type != REDIS_REPLY_ARRAY) {
+			e = sched_reply_err(c, r[nr], broken, "HMGET");
+			nr++;
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (ti[i] == SIZE_MAX)
+			continue;
+		for (k = 0; (sh = candidate(s, ids[i], k)) >= 0; k++) {
+			e1 = r[ti[i] * (size_t)shards + (size_t)sh];
+			if (pos[i] >= e1->elements ||
+			    e1->element[pos[i]]->type != REDIS_REPLY_STRING)
+				continue;
+			e1 = e1->element[pos[i]];
+			out[i] = sched_rec_decode(tv[ti[i]], sh, idk[i],
+			    idklen[i], e1->str, e1->len);
+			if (out[i] == NULL) {
+				log_warnx("redis: a malformed job record in "
+				    "shard %d", sh);
+				e = SCHED_EINTERNAL;
+				goto out;
+			}
+			break;
+		}
+	}
+out:
+	if (e != SCHED_OK)
+		for (i = 0; i < n; i++) {
+			sched_job_free(out[i]);
+			out[i] = NULL;
+		}
+	free_replies(r, nr);
+	sched_pipe_free(q);
+	free(r);
+	free(lens);
+	free(argv);
+	free(tv);
+	free(pos);
+	free(ti);
+	free(idklen);
+	free(idk);
 	return e;
 }
 

@@ -675,6 +675,59 @@ pm_run(struct sched *s, redisContext *c, struct pm_job **v,
 	}
 }
 
+/*
+ * The jobs with client-given ids among jobs[0..n): such an id may name a
+ * job in another shard (pushed with a bizkey), which is then the answer
+ * (or SCHED_ECONFLICT when it is another topic's), as sched_push() answers
+ * one; all are looked up in one sched_get_many().  The others are pushed
+ * with the rest (appended to v), where push_many.lua answers an id its own
+ * shard has.
+ */
+static void
+pm_clients(struct sched *s, const struct sched_push *p, struct pm_job *jobs,
+    size_t n, struct sched_push_result *res, enum sched_err *err,
+    struct pm_job **v, size_t *nv)
+{
+	struct sched_job **out;
+	const char **tv, **iv;
+	enum sched_err e;
+	size_t i, k, nc;
+
+	for (i = nc = 0; i < n; i++)
+		nc += err[i] == SCHED_OK && !jobs[i].generated;
+	if (nc == 0)
+		return;
+	tv = xcalloc(nc, sizeof(*tv));
+	iv = xcalloc(nc, sizeof(*iv));
+	out = xcalloc(nc, sizeof(*out));
+	for (i = k = 0; i < n; i++)
+		if (err[i] == SCHED_OK && !jobs[i].generated) {
+			tv[k] = p[i].tenant;
+			iv[k++] = p[i].id;
+		}
+	e = sched_get_many(s, tv, iv, nc, out);
+	for (i = k = 0; i < n; i++) {
+		if (err[i] != SCHED_OK || jobs[i].generated)
+			continue;
+		if (e != SCHED_OK)
+			err[i] = e;
+		else if (out[k] == NULL)
+			v[(*nv)++] = &jobs[i];
+		else if (strcmp(out[k]->topic, p[i].topic) != 0)
+			err[i] = SCHED_ECONFLICT;
+		else {
+			str_copy(res[i].id, sizeof(res[i].id), out[k]->id);
+			res[i].deduplicated = 1;
+			res[i].run_at_ms = out[k]->due_ms;
+			res[i].state = out[k]->state;
+		}
+		sched_job_free(out[k++]);
+	}
+	free(out);
+	free(iv);
+	free(tv);
+}
+
 void
 sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
     struct sched_push_result *res, enum sched_err *err)
@@ -700,6 +753,7 @@ sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
 		if (err[i] == SCHED_OK && jobs[i].generated)
 			v[nv++] = &jobs[i];
 	}
+	pm_clients(s, p, jobs, n, res, err, v, &nv);
 	qsort(v, nv, sizeof(*v), pm_cmp);
 	it = xcalloc(nv > 0 ? nv : 1, sizeof(*it));
 	calls = xcalloc(nv > 0 ? nv : 1, sizeof(*calls));
@@ -734,12 +788,8 @@ sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
 			sched_transition(s, &v[i]->job, SCHED_NSTATES,
 			    SCHED_SCHEDULED, NULL);
 	}
-	/* Client-given ids may name a job in another shard: one by one. */
-	for (i = 0; i < n; i++) {
-		if (err[i] == SCHED_OK && !jobs[i].generated)
-			err[i] = sched_push(s, &p[i], &res[i]);
+	for (i = 0; i < n; i++)
 		buf_free(&jobs[i].rec);
-	}
 	free(calls);
 	free(it);
 	free(v);
@@ -758,6 +808,26 @@ sched_get(struct sched *s, const char *tenant, const char *id,
 	if ((c = take(s, 0, &e)) == NULL)
 		return e;
 	e = sched_q_job(s, c, tenant, id, 1, out, &broken);
+	give(s, c, broken);
+	return e;
+}
+
+enum sched_err
+sched_get_many(struct sched *s, const char *const *tenants,
+    const char *const *ids, size_t n, struct sched_job **out)
+{
+	redisContext *c;
+	enum sched_err e;
+	size_t i;
+	int broken = 0;
+
+	for (i = 0; i < n; i++)
+		out[i] = NULL;
+	if (n == 0)
+		return SCHED_OK;
+	if ((c = take(s, 0, &e)) == NULL)
+		return e;
+	e = sched_q_jobs(s, c, tenants, ids, n, out, &broken);
 	give(s, c, broken);
 	return e;
 }

@@ -274,6 +274,14 @@ enum sched_err sched_push(struct sched *s, const struct sched_push *p,
  */
 void	sched_push_many(struct sched *s, const struct sched_push *p, size_t n,
 	    struct sched_push_result *res, enum sched_err *err);
+/*
+ * The jobs of n (tenants[i], ids[i]) at once, without attempt logs: out[i]
+ * the job (the caller's) or NULL when there is none.  One round trip for
+ * all, however many shards an id may be in (a client-given id pushed with
+ * a bizkey lives in its bizkey's shard).
+ */
+enum sched_err sched_get_many(struct sched *s, const char *const *tenants,
+	    const char *const *ids, size_t n, struct sched_job **out);
 /* The job with its attempt log; *out is the caller's. */
 enum sched_err sched_get(struct sched *s, const char *tenant, const char *id,
 	    struct sched_job **out);

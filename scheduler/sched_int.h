@@ -328,6 +328,15 @@ enum sched_err sched_st_drop(struct sched *s, redisContext *c,
 enum sched_err sched_q_job(struct sched *s, redisContext *c,
 	    const char *tenant, const char *id, int want_log,
 	    struct sched_job **out, int *broken);
+/*
+ * The records of n jobs (tenants[i], ids[i]) in one round trip, an HMGET of
+ * every shard of each tenant named, each asking for all that tenant's ids:
+ * out[i] the job (no attempt log) or NULL when absent, each found where
+ * sched_q_job() would find it.  On an error every out[i] is NULL.
+ */
+enum sched_err sched_q_jobs(struct sched *s, redisContext *c,
+	    const char *const *tenants, const char *const *ids, size_t n,
+	    struct sched_job **out, int *broken);
 enum sched_err sched_q_counts(struct sched *s, redisContext *c,
 	    const char *tenant, const char *topic,
 	    int64_t counts[SCHED_NSTATES], int *broken);

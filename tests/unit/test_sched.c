@@ -302,6 +302,207 @@ test_push_get_roundtrip(void **state)
 	    SCHED_ENOTFOUND);
 }
 
+/* Pushes a job of T_TENANT or tenant with a client-given id and bizkey. */
+static void
+push_client(struct sched *s, const char *tenant, const char *id,
+    const char *bizkey)
+{
+	struct sched_push p;
+	struct sched_push_result res;
+
+	memset(&p, 0, sizeof(p));
+	p.tenant = tenant;
+	p.topic = "pull";
+	p.id = id;
+	p.bizkey = bizkey;
+	p.run_at_ms = clock_wall_ms() + 60000;
+	p.body = "{}";
+	p.body_len = 2;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	assert_string_equal(res.id, id);
+	assert_int_equal(res.deduplicated, 0);
+}
+
+/*
+ * sched_get_many() finds what sched_get() finds, each id where it lives:
+ * client ids with bizkeys in other shards than their hash's, generated
+ * ids, another tenant's, absent and invalid ids, in one call.
+ */
+static void
+test_get_many(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	char gen[ID_LEN + 65], bk[8][16], id[8][16];
+	const char *tv[20], *iv[20];
+	struct sched_job *out[20], *one;
+	size_t n = 0, i;
+	int moved = 0;
+
+	push(s, "pull", clock_wall_ms() + 60000, 0, NULL, gen);
+	for (i = 0; i < 8; i++) {
+		snprintf(id[i], sizeof(id[i]), "c-%zu", i);
+		snprintf(bk[i], sizeof(bk[i]), "bk-%zu", i);
+		push_client(s, T_TENANT, id[i], bk[i]);
+		if (sched_shard_for(s, bk[i], NULL) !=
+		    sched_shard_of(s, id[i]))
+			moved++;
+	}
+	assert_true(moved > 0);		/* some live away from their hash */
+	push_client(s, "other", "c-0", NULL);	/* another tenant's c-0 */
+	push_client(s, "other", "o-1", "bk-x");
+	for (i = 0; i < 8; i++) {
+		tv[n] = T_TENANT;
+		iv[n++] = id[i];
+	}
+	tv[n] = T_TENANT;
+	iv[n++] = gen;
+	tv[n] = T_TENANT;
+	iv[n++] = "o-1";		/* other's only */
+	tv[n] = "other";
+	iv[n++] = "o-1";
+	tv[n] = "other";
+	iv[n++] = "c-0";
+	tv[n] = "other";
+	iv[n++] = "c-1";		/* T_TENANT's only */
+	tv[n] = T_TENANT;
+	iv[n++] = "nosuch";
+	tv[n] = T_TENANT;
+	iv[n++] = "bad id";
+	tv[n] = "bad tenant!";
+	iv[n++] = "c-0";
+	tv[n] = T_TENANT;
+	iv[n++] = id[3];		/* twice in one call */
+	assert_int_equal(sched_get_many(s, tv, iv, n, out), SCHED_OK);
+	for (i = 0; i < n; i++) {
+		enum sched_err e = sched_get(s, tv[i], iv[i], &one);
+
+		if (e == SCHED_ENOTFOUND) {
+			assert_null(out[i]);
+			continue;
+		}
+		assert_int_equal(e, SCHED_OK);
+		assert_non_null(out[i]);
+		assert_string_equal(out[i]->id, one->id);
+		assert_string_equal(out[i]->tenant, one->tenant);
+		assert_string_equal(out[i]->topic, one->topic);
+		assert_int_equal(out[i]->shard, one->shard);
+		assert_int_equal(out[i]->state, one->state);
+		assert_int_equal(out[i]->due_ms, one->due_ms);
+		if (one->bizkey != NULL)
+			assert_string_equal(out[i]->bizkey, one->bizkey);
+		sched_job_free(one);
+		sched_job_free(out[i]);
+	}
+	/* What must and must not have been found. */
+	assert_int_equal(sched_get_many(s, tv, iv, n, out), SCHED_OK);
+	for (i = 0; i < 8; i++)
+		assert_non_null(out[i]);
+	assert_non_null(out[8]);
+	assert_null(out[9]);
+	assert_non_null(out[10]);
+	assert_non_null(out[11]);
+	assert_string_equal(out[11]->tenant, "other");
+	assert_null(out[12]);
+	assert_null(out[13]);
+	assert_null(out[14]);
+	assert_null(out[15]);
+	assert_non_null(out[16]);
+	assert_int_equal(out[16]->shard, sched_shard_for(s, bk[3], NULL));
+	for (i = 0; i < n; i++)
+		sched_job_free(out[i]);
+	assert_int_equal(sched_get_many(s, tv, iv, 0, out), SCHED_OK);
+}
+
+/*
+ * sched_push_many with client-given ids, looked up together: an id living
+ * in another shard (pushed with a bizkey) is that job, or a conflict for
+ * another topic; a new id twice in one call is made once; new ids and
+ * generated ids beside them are made; each answered as sched_push would.
+ */
+static void
+test_push_many_client_ids(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_push p[7];
+	struct sched_push_result res[7];
+	enum sched_err err[7];
+	struct sched_job *job;
+	char gen[ID_LEN + 1], bk[16];
+	int64_t now = clock_wall_ms(), counts[SCHED_NSTATES];
+	size_t i;
+
+	/* cid-away lives in its bizkey's shard, not its hash's. */
+	for (i = 0; i < 64; i++) {
+		snprintf(bk, sizeof(bk), "far-%zu", i);
+		if (sched_shard_for(s, bk, NULL) !=
+		    sched_shard_of(s, "cid-away"))
+			break;
+	}
+	assert_true(i < 64);
+	memset(p, 0, sizeof(p));
+	p[0].tenant = T_TENANT;
+	p[0].topic = "pull";
+	p[0].id = "cid-away";
+	p[0].bizkey = bk;
+	p[0].run_at_ms = now + 1000;
+	p[0].body = "{}";
+	p[0].body_len = 2;
+	assert_int_equal(sched_push(s, &p[0], &res[0]), SCHED_OK);
+	p[0].id = "cid-push";
+	p[0].topic = "push";
+	p[0].bizkey = "far-push";
+	assert_int_equal(sched_push(s, &p[0], &res[0]), SCHED_OK);
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 1);
+
+	sched_new_id(s, NULL, gen);
+	for (i = 0; i < 7; i++) {
+		p[i].tenant = T_TENANT;
+		p[i].topic = "pull";
+		p[i].bizkey = NULL;
+		p[i].run_at_ms = now + 2000 + (int64_t)i;
+		p[i].body = "{}";
+		p[i].body_len = 2;
+	}
+	p[0].id = "cid-away";	/* found in another shard */
+	p[1].id = "cid-new";	/* made */
+	p[2].id = "cid-push";	/* another topic's: refused */
+	p[3].id = "cid-new";	/* the same call's: found */
+	p[4].id = gen;		/* generated, made */
+	p[5].id = "cid-other";	/* made */
+	p[6].id = "bad id";	/* invalid */
+	sched_push_many(s, p, 7, res, err);
+	assert_int_equal(err[0], SCHED_OK);
+	assert_int_equal(res[0].deduplicated, 1);
+	assert_string_equal(res[0].id, "cid-away");
+	assert_int_equal(res[0].run_at_ms, now + 1000);
+	assert_int_equal(err[1], SCHED_OK);
+	assert_int_equal(res[1].deduplicated, 0);
+	assert_int_equal(err[2], SCHED_ECONFLICT);
+	assert_int_equal(err[3], SCHED_OK);
+	assert_int_equal(res[3].deduplicated, 1);
+	assert_int_equal(res[3].run_at_ms, now + 2001);
+	assert_int_equal(err[4], SCHED_OK);
+	assert_int_equal(res[4].deduplicated, 0);
+	assert_int_equal(err[5], SCHED_OK);
+	assert_int_equal(res[5].deduplicated, 0);
+	assert_int_equal(err[6], SCHED_EINVAL);
+	/* One cid-away, in its bizkey's shard; three made; no second. */
+	assert_int_equal(sched_counts(s, T_TENANT, "pull", counts), SCHED_OK);
+	assert_int_equal(counts[SCHED_SCHEDULED], 4);
+	assert_int_equal(sched_get(s, T_TENANT, "cid-away", &job), SCHED_OK);
+	assert_int_equal(job->shard, sched_shard_for(s, bk, NULL));
+	assert_int_equal(job->due_ms, now + 1000);
+	sched_job_free(job);
+	assert_int_equal(sched_get(s, T_TENANT, "cid-new", &job), SCHED_OK);
+	assert_int_equal(job->due_ms, now + 2001);
+	sched_job_free(job);
+	/* Made jobs report their transition, found ones do not. */
+	assert_int_equal(f->rec.ntrans[SCHED_NSTATES][SCHED_SCHEDULED], 5);
+}
+
 static int
 ready_seen(void *arg)
 {
@@ -2535,6 +2736,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_lost_wakeup, msetup,
 		    mteardown),
 		cmocka_unit_test_setup_teardown(test_push_get_roundtrip,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_many, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_push_many_client_ids,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_id_shards, setup,
 		    teardown),
