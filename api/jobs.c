@@ -668,17 +668,16 @@ journal_seen_job(const struct jrnl_job *jj, void *arg)
  * answer).
  */
 static int
-journal_id_exists(struct api_req *req, const struct registry_topic *t,
-    struct api_job_in *j)
+journal_id_exists(struct api_ctx *ctx, const char *tenant,
+    const struct registry_topic *t, struct api_job_in *j)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
 	struct journal_seen js;
 	int st;
 
 	if (ctx->jrnl == NULL)
 		return 0;
 	memset(&js, 0, sizeof(js));
-	if (jrnl_get_job(ctx->jrnl, req->tenant, j->id, journal_seen_job,
+	if (jrnl_get_job(ctx->jrnl, tenant, j->id, journal_seen_job,
 	    &js) != JRNL_OK || !js.found)
 		return 0;
 	if (js.finished_ms != 0 &&
@@ -700,26 +699,18 @@ journal_id_exists(struct api_req *req, const struct registry_topic *t,
 }
 
 /*
- * A client-given id that names a job Redis has, or the journal has within
- * journal_id_exists()'s window: answered so (200, deduplicated; 409 when
- * it is another topic's), never journaled.  1 when answered so, 0 when the
- * id is free, -1 after answering an error.
+ * A client-given id that names a job Redis has (job, read by
+ * lookup_many()), or the journal has within journal_id_exists()'s window:
+ * answered so (200, deduplicated; 409 when it is another topic's), never
+ * journaled.  1 when answered so, 0 when the id is free.
  */
 static int
-client_id_exists(struct api_req *req, const struct registry_topic *t,
-    struct api_job_in *j)
+client_id_found(struct api_ctx *ctx, const char *tenant,
+    const struct registry_topic *t, struct api_job_in *j,
+    const struct sched_job *job)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
-	struct sched_job *job = NULL;
-	enum sched_err e;
-
-	e = sched_get(ctx->sched, req->tenant, j->id, &job);
-	if (e == SCHED_ENOTFOUND)
-		return journal_id_exists(req, t, j);
-	if (e != SCHED_OK) {
-		api_sched_error(req, e, "job");
-		return -1;
-	}
+	if (job == NULL)
+		return journal_id_exists(ctx, tenant, t, j);
 	memset(&j->res, 0, sizeof(j->res));
 	if (strcmp(job->topic, t->name) != 0) {
 		j->status = 409;
@@ -730,7 +721,6 @@ client_id_exists(struct api_req *req, const struct registry_topic *t,
 		j->res.state = job->state;
 		j->status = 200;
 	}
-	sched_job_free(job);
 	return 1;
 }
 
@@ -757,7 +747,11 @@ sched_status(enum sched_err e)
 struct api_accept_priv {
 	struct api_hold		 hold;		/* the request, the journal */
 	int			 jerr;		/* the journal's answer */
-	int			 phase;		/* 0 new, 1 journaling, 2 */
+	int			 phase;		/* 0 new, 1 journaling, 2
+						   done, 3 looking up */
+	struct api_ctx		*ctx;
+	int			 looked;	/* lookup_many() ran */
+	enum sched_err		 look_err;	/* ... and failed */
 	size_t			 quota_held;	/* to give back if gone */
 	size_t			 quota_free;	/* bizkey repeats: no room */
 	char			 tenant[API_TENANT_MAX + 1];
@@ -846,12 +840,15 @@ accept_wake(struct api_accept *a)
 static pthread_mutex_t push_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t push_cond = PTHREAD_COND_INITIALIZER;
 static struct api_accept *push_head, **push_tail = &push_head;
+/* Requests whose client-given ids are to be looked up (lookup_many). */
+static struct api_accept *look_head, **look_tail = &look_head;
 static pthread_t push_thr[API_PUSHERS];
 static int push_started, push_stopping;
 static int push_inline;		/* the writer pushing (api_push_flush) */
 
 static void accept_push(struct sched *sched, struct api_accept **v,
     size_t nv);
+static void lookup_many(struct api_accept **v, size_t nv);
 
 /* Pushes v[0..n) in one sched_push_many and resumes each. */
 static void
@@ -864,22 +861,33 @@ push_vector(struct api_accept **v, size_t n)
 		accept_wake(v[i]);
 }
 
+/*
+ * The pushers also look up the client-given ids of the requests queued for
+ * it (before their quota and journal), every request queued at once: one
+ * round trip to Redis for all, and no HTTP thread held meanwhile.
+ */
 static void *
 pusher_main(void *arg)
 {
 	struct api_accept *q, *a, **v = NULL;
 	size_t n, cap = 0;
+	int look;
 
 	(void)arg;
 	pthread_mutex_lock(&push_lock);
 	for (;;) {
-		while (push_head == NULL && !push_stopping)
+		while (push_head == NULL && look_head == NULL &&
+		    !push_stopping)
 			pthread_cond_wait(&push_cond, &push_lock);
-		if (push_head == NULL)
+		if ((look = look_head != NULL)) {
+			q = look_head;
+			look_head = NULL;
+			look_tail = &look_head;
+		} else if ((q = push_head) != NULL) {
+			push_head = NULL;
+			push_tail = &push_head;
+		} else
 			break;
-		q = push_head;
-		push_head = NULL;
-		push_tail = &push_head;
 		pthread_mutex_unlock(&push_lock);
 		for (n = 0, a = q; a != NULL; a = a->priv->next)
 			n++;
@@ -889,7 +897,14 @@ pusher_main(void *arg)
 		}
 		for (n = 0, a = q; a != NULL; a = a->priv->next)
 			v[n++] = a;
-		push_vector(v, n);
+		if (look) {
+			lookup_many(v, n);
+			for (a = q; a != NULL; a = q) {
+				q = a->priv->next;
+				accept_wake(a);
+			}
+		} else
+			push_vector(v, n);
 		pthread_mutex_lock(&push_lock);
 	}
 	pthread_mutex_unlock(&push_lock);
@@ -957,6 +972,25 @@ push_queue(struct api_accept *a)
 {
 	a->priv->next = NULL;
 	return push_queue_chain(a, &a->priv->next);
+}
+
+/* Queues a for lookup_many() by the pushers; -1 when they are stopped. */
+static int
+look_queue(struct api_accept *a)
+{
+	int rc = -1;
+
+	a->priv->next = NULL;
+	pthread_mutex_lock(&push_lock);
+	if (push_running_locked()) {
+		*look_tail = a;
+		look_tail = &a->priv->next;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&push_lock);
+	if (rc == 0)
+		pthread_cond_signal(&push_cond);
+	return rc;
 }
 
 /*
@@ -1195,6 +1229,107 @@ out:
 }
 
 /*
+ * Looks up the client-given ids of the requests v[0..nv) (on a pusher, or
+ * the request's own thread when they are stopped): Redis for all of them
+ * in one sched_get_many(), then the journal for each id Redis does not
+ * have.  Each such job is marked known (answered 200 or 409 from what
+ * exists) or left to be made; a Redis error fails each request whole.
+ */
+static void
+lookup_many(struct api_accept **v, size_t nv)
+{
+	struct api_accept_priv *p;
+	struct api_job_in *jb;
+	struct sched_job **out;
+	const char **tv, **iv;
+	enum sched_err e;
+	size_t i, j, k, n;
+
+	for (j = n = 0; j < nv; j++)
+		for (i = 0; i < v[j]->n; i++)
+			n += v[j]->jobs[i].client_id != 0;
+	tv = xcalloc(n + 1, sizeof(*tv));
+	iv = xcalloc(n + 1, sizeof(*iv));
+	out = xcalloc(n + 1, sizeof(*out));
+	for (j = k = 0; j < nv; j++)
+		for (i = 0; i < v[j]->n; i++)
+			if (v[j]->jobs[i].client_id) {
+				tv[k] = v[j]->priv->tenant;
+				iv[k++] = v[j]->jobs[i].id;
+			}
+	e = n > 0 ? sched_get_many(v[0]->priv->sched, tv, iv, n, out) :
+	    SCHED_OK;
+	for (j = k = 0; j < nv; j++) {
+		p = v[j]->priv;
+		p->look_err = e;
+		for (i = 0; i < v[j]->n; i++) {
+			jb = &v[j]->jobs[i];
+			if (!jb->client_id)
+				continue;
+			if (e == SCHED_OK)
+				p->known[i] = (unsigned char)client_id_found(
+				    p->ctx, p->tenant, v[j]->t, jb, out[k]);
+			sched_job_free(out[k++]);
+		}
+		__atomic_store_n(&p->looked, 1, __ATOMIC_RELEASE);
+	}
+	free(out);
+	free(iv);
+	free(tv);
+}
+
+/*
+ * Hands the request's client-given ids to the pushers (lookup_many())
+ * without holding the thread; 1 parked, 0 when none are given or the
+ * pushers are stopped (the caller looks them up itself).
+ */
+static int
+accept_lookup_wait(struct api_req *req, struct api_accept *a)
+{
+	struct api_accept_priv *p = a->priv;
+	size_t i;
+
+	for (i = 0; i < a->n && !a->jobs[i].client_id; i++)
+		;
+	if (i == a->n || !push_running())
+		return 0;
+	api_hold_ref(&p->hold);
+	p->phase = 3;
+	api_suspend(req);
+	if (look_queue(a) == -1)
+		accept_wake(a);	/* called again, it looks up itself */
+	return 1;
+}
+
+/*
+ * What the rest needs, then the client-given ids' lookup handed to the
+ * pushers: 1 parked for it, 0 to go on here.
+ */
+static int
+accept_start(struct api_req *req, struct api_accept *a)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct api_accept_priv *p = a->priv;
+	struct api_job_in *jobs = a->jobs;
+	struct id_parts ip;
+	size_t i;
+
+	p->now_ms = clock_wall_ms();
+	p->sched = ctx->sched;
+	p->ctx = ctx;
+	/*
+	 * The creation time the journal's row and Redis's record both get (a
+	 * transition moves the row only when they agree): a generated id's
+	 * own time, which its record then need not store, or now.
+	 */
+	for (i = 0; i < a->n; i++)
+		jobs[i].created_ms = id_parse(jobs[i].id, &ip) == 0 ? ip.ms :
+		    p->now_ms;
+	p->known = xcalloc(a->n, 1);
+	return accept_lookup_wait(req, a);
+}
+
+/*
  * Client ids, quota, journal: 0 to push, 1 parked, -1 answered.  A job
  * answered before the push (p->known[i]: its client id names a job, or
  * its bizkey an unfinished job over the quota, or it was refused for the
@@ -1206,34 +1341,25 @@ accept_begin(struct api_req *req, struct api_accept *a)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct api_accept_priv *p = a->priv;
 	struct api_job_in *jobs = a->jobs, *todo = NULL;
-	struct id_parts ip;
 	size_t i, k, n = a->n;
-	int rc = -1, x;
+	int rc = -1;
 
-	p->now_ms = clock_wall_ms();
-	p->sched = ctx->sched;
-	/*
-	 * The creation time the journal's row and Redis's record both get (a
-	 * transition moves the row only when they agree): a generated id's
-	 * own time, which its record then need not store, or now.
-	 */
-	for (i = 0; i < n; i++)
-		jobs[i].created_ms = id_parse(jobs[i].id, &ip) == 0 ? ip.ms :
-		    p->now_ms;
 	/*
 	 * Client-given ids that exist already are answered from Redis (or
 	 * the journal) before the quota, which they do not need.
 	 */
-	p->known = xcalloc(n, 1);
+	if (!__atomic_load_n(&p->looked, __ATOMIC_ACQUIRE))
+		lookup_many(&a, 1);
+	if (p->look_err != SCHED_OK) {
+		api_sched_error(req, p->look_err, "job");
+		return -1;
+	}
 	for (i = k = 0; i < n; i++) {
 		if (!jobs[i].client_id)
 			continue;
-		if ((x = client_id_exists(req, a->t, &jobs[i])) == -1)
-			return -1;
-		if (x == 0)
+		if (!p->known[i])
 			api_journal_claim(&jobs[i]);
-		p->known[i] = (unsigned char)x;
-		k += (size_t)x;
+		k += p->known[i];
 	}
 	if (k < n && accept_quota(req, a, n - k, k) == -1)
 		return -1;
@@ -1357,6 +1483,11 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 	if (n == 0)
 		return 0;
 	if (p->phase == 0) {
+		if ((rc = accept_start(req, a)) != 0)
+			return rc;
+		p->phase = 3;
+	}
+	if (p->phase == 3) {
 		if ((rc = accept_begin(req, a)) != 0)
 			return rc;
 		for (i = 0; i < n && p->known[i]; i++)

@@ -83,6 +83,41 @@ def _():
     assert st == 200 and not any(g["counts"].values()), g
 
 
+@t.test("/push with client ids at once (looked up together): one job per "
+        "id, the repeats deduplicated, another topic's id 409")
+def _():
+    q2 = E.topic(KEY, mode="pull", retry_schedule="<0,0>")["name"]
+    q3 = E.topic(KEY, mode="pull", retry_schedule="<0,0>")["name"]
+    st, _, b = opush({"topic": q2, "id": "many:other", "delay": 3600000})
+    assert st == 200, b
+    ids = ["many:%d" % i for i in range(16)]
+    bodies = [{"topic": q3, "id": i, "delay": 3600000 + n}
+              for n, i in enumerate(ids)]
+    bodies += [{"topic": q3, "id": i, "delay": 7200000} for i in ids]
+    bodies.append({"topic": q3, "id": "many:other", "delay": 5})
+    got = harness.at_once([lambda b=b: opush(b) for b in bodies])
+    made = {}
+    for body, (st, _, r) in zip(bodies, got):
+        if body["id"] == "many:other":
+            assert st == 409 and r["error"]["code"] == "conflict", (st, r)
+            continue
+        assert st == 200 and r["id"] == body["id"], (st, r)
+        if not r.get("deduplicated"):
+            assert body["id"] not in made, (body, r)
+            made[body["id"]] = body["delay"]
+    # Each id made once, by either of its two pushes (they race).
+    assert sorted(made) == sorted(ids), made
+    for i in ids:
+        g = E.job(KEY, i)
+        assert g["state"] == "scheduled" and g["topic"] == q3, g
+        # The winner's delay (the two differ by about an hour).
+        assert abs(g["next_attempt_ms"] - g["created_ms"] - made[i]) < 1000, \
+            (g, made)
+    assert E.job(KEY, "many:other")["topic"] == q2
+    st, _, g = E.req("GET", "/v1/topics/" + q3, key=KEY)
+    assert st == 200 and g["counts"]["scheduled"] == 16, g
+
+
 @t.test("/push: bad inputs are 400 naming the field")
 def _():
     for body, code, field in [
