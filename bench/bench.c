@@ -677,6 +677,12 @@ job_json(struct push_ctx *c, int64_t i)
 		pad = 0;
 	if (pad > (int)sizeof(c->pad) - 1)
 		pad = (int)sizeof(c->pad) - 1;
+	if (s->client_ids)	/* /push: the topic, the id, "delay" */
+		return buf_printf(&c->body, "{\"topic\":\"%s\",\"id\":"
+		    "\"b-%ld-%" PRId64 "\",\"delay\":%" PRId64 ",\"body\":"
+		    "{\"s\":%" PRId64 ",\"d\":%" PRId64 ",\"p\":\"%.*s\"}}",
+		    s->topic, (long)getpid(), i, s->delay_ms, i, due, pad,
+		    c->pad);
 	if (s->delay_ms >= 0)
 		return buf_printf(&c->body, "{\"delay_ms\":%" PRId64
 		    ",\"body\":{\"s\":%" PRId64 ",\"d\":%" PRId64
@@ -827,8 +833,11 @@ bench_push(struct bench *b, const struct push_spec *spec,
 	c.spec = spec;
 	c.res = res;
 	memset(c.pad, 'x', sizeof(c.pad) - 1);
-	snprintf(c.path, sizeof(c.path), "/v1/topics/%s/jobs%s", spec->topic,
-	    spec->batch > 1 ? ":batch" : "");
+	if (spec->client_ids)
+		snprintf(c.path, sizeof(c.path), "/push");
+	else
+		snprintf(c.path, sizeof(c.path), "/v1/topics/%s/jobs%s",
+		    spec->topic, spec->batch > 1 ? ":batch" : "");
 	buf_init(&c.body, HC_MAX_BODY);
 	c.slot_n = xcalloc((size_t)spec->conc, sizeof(*c.slot_n));
 	c.slot_first = xcalloc((size_t)spec->conc, sizeof(*c.slot_first));

@@ -134,6 +134,9 @@ struct push_spec {
 	int64_t		 delay_ms;	/* >= 0: every job delay_ms ahead */
 	int64_t		 base_ms;	/* else job i is due base_ms + */
 	int64_t		 spread_ms;	/*   i * spread_ms / n (wall ms) */
+	int		 client_ids;	/* single POST /push, each job with
+					   an id of its own ("b-PID-I");
+					   with delay_ms only */
 };
 
 /*

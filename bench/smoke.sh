@@ -36,8 +36,8 @@ else
 fi
 fail=0
 [ $rc = 0 ] || fail=1
-want="w1_single w1_batch w2 w3 w4 w5 w5_batch w6_preload w6_w2 w6_w1_single
-    w6_w1_batch"
+want="w1_single w1_batch w1_ids w2 w3 w4 w5 w5_batch w6_preload w6_w2
+    w6_w1_single w6_w1_batch"
 for w in $want; do
 	n=$((n + 1))
 	line=$(grep "\"workload\":\"$w\"" "$out/results.jsonl" 2>/dev/null |
