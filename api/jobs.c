@@ -1248,17 +1248,24 @@ lookup_many(struct api_accept **v, size_t nv)
 	for (j = n = 0; j < nv; j++)
 		for (i = 0; i < v[j]->n; i++)
 			n += v[j]->jobs[i].client_id != 0;
-	tv = xcalloc(n + 1, sizeof(*tv));
-	iv = xcalloc(n + 1, sizeof(*iv));
-	out = xcalloc(n + 1, sizeof(*out));
+	if (n == 0) {		/* nothing to look up (no ids given) */
+		for (j = 0; j < nv; j++) {
+			v[j]->priv->look_err = SCHED_OK;
+			__atomic_store_n(&v[j]->priv->looked, 1,
+			    __ATOMIC_RELEASE);
+		}
+		return;
+	}
+	tv = xcalloc(n, sizeof(*tv));
+	iv = xcalloc(n, sizeof(*iv));
+	out = xcalloc(n, sizeof(*out));
 	for (j = k = 0; j < nv; j++)
 		for (i = 0; i < v[j]->n; i++)
 			if (v[j]->jobs[i].client_id) {
 				tv[k] = v[j]->priv->tenant;
 				iv[k++] = v[j]->jobs[i].id;
 			}
-	e = n > 0 ? sched_get_many(v[0]->priv->sched, tv, iv, n, out) :
-	    SCHED_OK;
+	e = sched_get_many(v[0]->priv->sched, tv, iv, n, out);
 	for (j = k = 0; j < nv; j++) {
 		p = v[j]->priv;
 		p->look_err = e;
