@@ -265,19 +265,19 @@ sched_q_jobs(struct sched *s, redisContext *c, const char *const *tenants,
 			}
 		}
 	}
-	for (nr = 0; nr < (int)nt * shards; nr++) {
+	/* Every reply is read, an error one too: none is left on c. */
+	for (nr = 0; nr < (int)nt * shards; nr++)
 		if (sched_pipe_getreply(q, (void **)&r[nr]) != REDIS_OK) {
 			*broken = 1;
 			log_warnx("redis: %s", c->errstr);
 			e = SCHED_EUNAVAIL;
 			goto out;
 		}
-		if (r[nr]->type != REDIS_REPLY_ARRAY) {
-			e = sched_reply_err(c, r[nr], broken, "HMGET");
-			nr++;
+	for (k = 0; k < nr; k++)
+		if (r[k]->type != REDIS_REPLY_ARRAY) {
+			e = sched_reply_err(c, r[k], broken, "HMGET");
 			goto out;
 		}
-	}
 	for (i = 0; i < n; i++) {
 		if (ti[i] == SIZE_MAX)
 			continue;

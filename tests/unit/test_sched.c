@@ -412,6 +412,36 @@ test_get_many(void **state)
 	for (i = 0; i < n; i++)
 		sched_job_free(out[i]);
 	assert_int_equal(sched_get_many(s, tv, iv, 0, out), SCHED_OK);
+
+	/*
+	 * A shard's pool of the wrong type: the call fails whole, and the
+	 * connection it came back on answers right afterwards (no reply of
+	 * the pipeline left unread on it).
+	 */
+	{
+		char k[SCHED_KEY_MAX];
+		const char *t2[2] = { "other", T_TENANT };
+		const char *i2[2] = { "o-1", id[2] };
+
+		sched_key(k, "other", 5, "j", NULL);
+		freeReplyObject(redisfix_cmd(&test_redis, "SET %s x", k));
+		assert_int_not_equal(sched_get_many(s, t2, i2, 2, out),
+		    SCHED_OK);
+		assert_null(out[0]);
+		assert_null(out[1]);
+		for (i = 0; i < 4; i++) {
+			assert_int_equal(sched_get(s, T_TENANT, id[2], &one),
+			    SCHED_OK);
+			assert_string_equal(one->id, id[2]);
+			sched_job_free(one);
+			assert_int_equal(sched_get_many(s, t2 + 1, i2 + 1, 1,
+			    out), SCHED_OK);
+			assert_non_null(out[0]);
+			assert_string_equal(out[0]->id, id[2]);
+			sched_job_free(out[0]);
+		}
+		freeReplyObject(redisfix_cmd(&test_redis, "DEL %s", k));
+	}
 }
 
 /*
