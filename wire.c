@@ -619,9 +619,14 @@ wire_reloaded(struct wire *w)
 	sched_set_batch(w->sched, (int)CONF_GET(sched_batch));
 }
 
+/* The least a drain of the HTTP requests in progress is given, ms. */
+#define WIRE_DRAIN_MIN_MS	1000
+
 void
 wire_stop(struct wire *w, int64_t grace_ms)
 {
+	int64_t t0 = clock_mono_us(), left;
+
 	if (w == NULL)
 		return;
 	api_server_quiesce(w->http);
@@ -629,6 +634,14 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	disp_drain(w->disp, grace_ms);
 	report_drain(w->rep);		/* every outcome applied */
 	api_defer_stop();	/* a deletion in progress ends and answers */
+	/*
+	 * Requests in progress (pushes and acks waiting for the journal or
+	 * Redis) are answered, new ones refused, within what is left of the
+	 * grace; then the server stops.
+	 */
+	left = grace_ms - (clock_mono_us() - t0) / 1000;
+	api_server_drain(w->http, left > WIRE_DRAIN_MIN_MS ? left :
+	    WIRE_DRAIN_MIN_MS);
 	api_server_stop(w->http);
 	api_pull_stop();
 	api_push_stop();

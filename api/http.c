@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ struct req_priv {
 	int			 started;	/* body complete, handler ran */
 	int			 parked;	/* api_suspend in this call */
 	int			 refused;	/* ... while stopping: not */
+	int			 ran;		/* the handler ran once */
+	int			 busy;		/* counted in srv->busy */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
@@ -60,12 +63,31 @@ struct api_server {
 						   atomically */
 	struct req_priv			*suspended;
 	int				 stopping;
+	/*
+	 * Requests parked for work (not idle long-polls) and not completed
+	 * yet; api_server_drain() waits for none (idle, under lock).
+	 */
+	int				 busy;
+	int				 draining;	/* atomic */
+	pthread_cond_t			 idle;
 };
 
 static struct req_priv *
 priv(struct api_req *req)
 {
 	return (struct req_priv *)(void *)req;
+}
+
+/* A condition variable timed on CLOCK_MONOTONIC (the drain's deadline). */
+static void
+cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 int
@@ -1147,12 +1169,39 @@ api_suspend(struct api_req *req)
 		return;
 	}
 	MHD_suspend_connection(req->conn);
+	if (!rp->busy) {
+		rp->busy = 1;
+		srv->busy++;
+	}
 	req->suspended = 1;
 	rp->prev_susp = NULL;
 	rp->next_susp = srv->suspended;
 	if (srv->suspended != NULL)
 		srv->suspended->prev_susp = rp;
 	srv->suspended = rp;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/* rp is no longer counted as busy (srv->lock held). */
+static void
+unbusy_locked(struct api_server *srv, struct req_priv *rp)
+{
+	if (!rp->busy)
+		return;
+	rp->busy = 0;
+	if (--srv->busy == 0)
+		pthread_cond_broadcast(&srv->idle);
+}
+
+void
+api_suspend_idle(struct api_req *req)
+{
+	struct api_server *srv = req->srv;
+	struct req_priv *rp = priv(req);
+
+	api_suspend(req);
+	pthread_mutex_lock(&srv->lock);
+	unbusy_locked(srv, rp);
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -1253,6 +1302,19 @@ run_handler(struct api_server *srv, struct api_req *req)
 		    "the server is shutting down");
 		return;
 	}
+	/*
+	 * Draining: a request not begun yet is refused before any work is
+	 * queued for it (so its 503 means nothing was done), and its
+	 * connection closed; those begun go on to their answers.
+	 */
+	if (!priv(req)->ran &&
+	    __atomic_load_n(&srv->draining, __ATOMIC_ACQUIRE)) {
+		api_add_header(req, "Connection", "close");
+		api_error(req, 503, "shutting_down", NULL,
+		    "the server is shutting down");
+		return;
+	}
+	priv(req)->ran = 1;
 	/*
 	 * Once the handler parked the request, another thread may resume it
 	 * before we get here (req->suspended is 0 again): that is not "no
@@ -1432,6 +1494,11 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		    " (aborted)");
 	if (req->free_state != NULL && req->state != NULL)
 		req->free_state(req->state);
+	if (rp->busy) {
+		pthread_mutex_lock(&srv->lock);
+		unbusy_locked(srv, rp);
+		pthread_mutex_unlock(&srv->lock);
+	}
 	clear_params(req);
 	buf_free(&req->body);
 	for (i = 0; i < rp->nhdr; i++) {
@@ -1461,6 +1528,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 		flags |= MHD_USE_POLL;
 	srv->cfg = *cfg;
 	pthread_mutex_init(&srv->lock, NULL);
+	cond_init_mono(&srv->idle);
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
 	    MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
@@ -1472,11 +1540,37 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	    MHD_OPTION_END);
 	if (srv->mhd == NULL) {
 		snprintf(why, whylen, "cannot start the HTTP server");
+		pthread_cond_destroy(&srv->idle);
 		pthread_mutex_destroy(&srv->lock);
 		free(srv);
 		return NULL;
 	}
 	return srv;
+}
+
+void
+api_server_drain(struct api_server *srv, int64_t wait_ms)
+{
+	struct timespec ts;
+	int64_t ns;
+
+	if (srv == NULL)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns = (int64_t)ts.tv_nsec + (wait_ms > 0 ? wait_ms : 0) * 1000000;
+	ts.tv_sec += (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	pthread_mutex_lock(&srv->lock);
+	__atomic_store_n(&srv->draining, 1, __ATOMIC_RELEASE);
+	while (srv->busy > 0)
+		if (pthread_cond_timedwait(&srv->idle, &srv->lock, &ts) ==
+		    ETIMEDOUT) {
+			log_warnx("http: %d requests still in progress after "
+			    "%lld ms of draining", srv->busy,
+			    (long long)wait_ms);
+			break;
+		}
+	pthread_mutex_unlock(&srv->lock);
 }
 
 void
@@ -1508,6 +1602,7 @@ api_server_stop(struct api_server *srv)
 	}
 	pthread_mutex_unlock(&srv->lock);
 	MHD_stop_daemon(srv->mhd);
+	pthread_cond_destroy(&srv->idle);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
 }

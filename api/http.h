@@ -101,6 +101,12 @@ struct api_server *api_server_start(const struct api_server_config *cfg,
 	    char *why, size_t whylen);
 /* Stop accepting new connections (drain); requests in progress go on. */
 void	api_server_quiesce(struct api_server *srv);
+/*
+ * Drain: every request not begun yet is answered 503 shutting_down (its
+ * connection closed), and this waits up to wait_ms until the requests
+ * parked for work (api_suspend, not api_suspend_idle) are completed.
+ */
+void	api_server_drain(struct api_server *srv, int64_t wait_ms);
 /* Ends every suspended request with 503 and stops the threads. */
 void	api_server_stop(struct api_server *srv);
 void	*api_server_arg(struct api_server *srv);
@@ -155,6 +161,11 @@ const char *api_query(struct api_req *req, const char *name);
  * on as for a request resumed by the stop).
  */
 void	api_suspend(struct api_req *req);
+/*
+ * api_suspend() for a wait on nothing but time or an event (a long-poll):
+ * api_server_drain() does not wait for such a request.
+ */
+void	api_suspend_idle(struct api_req *req);
 /* Call the handler of a suspended req again (any thread). */
 void	api_resume(struct api_req *req);
 

@@ -4,8 +4,9 @@
  *
  * Key decisions:
  *  - A waiting consumer holds no thread: its connection is suspended
- *    (api_suspend) and its struct waiter sits in the list of its (tenant,
- *    topic) and in one min-heap of deadlines.  Three things resume it: the
+ *    (api_suspend_idle, so a drain at shutdown does not wait for it) and
+ *    its struct waiter sits in the list of its (tenant, topic) and in one
+ *    min-heap of deadlines.  Three things resume it: the
  *    scheduler's `ready` hook (api_pull_notify), its deadline, and a probe
  *    once a second per topic that has waiters, so a lost notification
  *    delays a consumer by at most a second and never strands it.
@@ -643,7 +644,7 @@ reserve_done(struct api_req *req, struct waiter *w, enum sched_err e,
 	}
 
 	/* Park: suspend first, then publish the request to other threads. */
-	api_suspend(req);
+	api_suspend_idle(req);
 	pthread_mutex_lock(&pull_lock);
 	if (start_locked() == -1) {
 		/* No deadline thread: end the wait now rather than never. */

@@ -17,6 +17,7 @@ import json  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 
 import harness  # noqa: E402
 
@@ -227,43 +228,58 @@ def _():
 
 
 def push_load(rd, key, topic, nthreads=24):
-    """Threads pushing one job after another on keep-alive connections
-    until refused or cut off.  Returns (stop event, threads, ids answered
-    201, statuses seen)."""
+    """Threads pushing jobs with ids of their own (POST /push) one after
+    another on keep-alive connections until refused or cut off.  Returns
+    (stop event, threads, outcomes): outcomes["ok"] the ids answered 200,
+    ["refused"] those answered otherwise, ["cut"] those whose request was
+    sent and the connection closed before an answer."""
     stop = threading.Event()
-    ids, seen, lock = [], {}, threading.Lock()
-    body = json.dumps({"delay_ms": 600000, "body": "x"})
+    out, lock = {"ok": [], "refused": [], "cut": []}, threading.Lock()
     hdrs = {"Authorization": "Bearer " + key,
             "Content-Type": "application/json"}
 
-    def run():
+    def run(t):
         c = http.client.HTTPConnection(rd.host, rd.port, timeout=30)
+        n = 0
         try:
             while not stop.is_set():
-                c.request("POST", "/v1/topics/%s/jobs" % topic, body, hdrs)
-                r = c.getresponse()
-                b = r.read()
-                with lock:
-                    seen[r.status] = seen.get(r.status, 0) + 1
-                    if r.status == 201:
-                        ids.append(json.loads(b)["id"])
-                if r.status != 201:
+                n += 1
+                jid = "load-%d-%d" % (t, n)
+                body = json.dumps({"topic": topic, "id": jid,
+                                   "delay": 600000})
+                try:
+                    c.request("POST", "/push", body, hdrs)
+                except OSError:
+                    return      # not sent: the server is gone
+                try:
+                    r = c.getresponse()
+                    r.read()
+                except (OSError, http.client.HTTPException):
+                    with lock:
+                        out["cut"].append(jid)
                     return
-        except (OSError, http.client.HTTPException):
-            return      # the server went away: the load ends
+                with lock:
+                    out["ok" if r.status == 200 else "refused"].append(
+                        (jid, r.status))
+                if r.status != 200:
+                    return
         finally:
             c.close()
-    ths = [threading.Thread(target=run) for _ in range(nthreads)]
+    ths = [threading.Thread(target=run, args=(i,)) for i in range(nthreads)]
     for th in ths:
         th.start()
-    return stop, ths, ids, seen
+    return stop, ths, out
 
 
-@t.test("SIGTERM under a push load exits 0; every 201 is kept")
+@t.test("SIGTERM under a push load exits 0; what was answered is kept, "
+        "what was refused or cut off was not made")
 def _():
     # Keep-alive connections bring requests after the server stopped
-    # taking connections; one parked then used to stay suspended and
-    # libmicrohttpd aborted the process at its stop.
+    # taking connections.  One parked then used to stay suspended and
+    # libmicrohttpd aborted the process at its stop; later the requests
+    # in progress were cut off while their jobs were still made.  Now
+    # the drain answers those in progress and refuses the rest (503)
+    # before doing anything for them.
     d = harness.mkdtemp()
     conf = {"journal": {"url": "sqlite://" + os.path.join(d, "j.db"),
                         "mode": "sync"},
@@ -275,8 +291,8 @@ def _():
     key = b["api_key"]
     st, _, b = rd.request("PUT", "/v1/topics/q", {}, key=key)
     assert st == 201, (st, b)
-    stop, ths, ids, seen = push_load(rd, key, "q")
-    harness.wait_for(lambda: len(ids) >= 2000, timeout=60,
+    stop, ths, out = push_load(rd, key, "q")
+    harness.wait_for(lambda: len(out["ok"]) >= 2000, timeout=60,
                      what="2000 pushes answered")
     rd.signal(signal.SIGTERM)
     rc = rd.wait_exit(30)
@@ -286,12 +302,63 @@ def _():
     log = rd.log()
     assert "Fatal" not in log, log[-2000:]
     assert rc == 0, (rc, log[-2000:])
-    assert set(seen) <= {201, 503}, seen
+    assert all(s == 503 for _, s in out["refused"]), out["refused"]
     rd2 = harness.Retryd(redis=r, config=conf).wait_ready()
-    for jid in ids:
+
+    def made(jid):
         st, _, b = rd2.request("GET", "/v1/jobs/" + jid, key=key)
-        assert st == 200 and b["state"] == "scheduled", (jid, st, b)
+        assert st in (200, 404), (jid, st, b)
+        return st == 200
+    for jid, _ in out["ok"]:
+        assert made(jid), jid
+    for jid, _ in out["refused"]:
+        assert not made(jid), ("answered 503 but made", jid)
+    for jid in out["cut"]:
+        assert not made(jid), ("cut off but made", jid, len(out["cut"]))
     assert rd2.stop() == 0
+    r.stop()
+
+
+def read_by_server(port, client_port):
+    """Whether the server's end of the loopback connection from
+    client_port has read everything sent to it (/proc/net/tcp)."""
+    want = (":%04X" % port, ":%04X" % client_port)
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            a = line.split()
+            if a[1].endswith(want[0]) and a[2].endswith(want[1]):
+                return a[3] == "01" and int(a[4].split(":")[1], 16) == 0
+    return False
+
+
+@t.test("SIGTERM with a consumer long-polling: answered 503 at once, the "
+        "drain does not wait for its wait_ms")
+def _():
+    r = harness.RedisServer()
+    rd = harness.Retryd(redis=r, config={
+        "shutdown": {"grace": "30s"}}).wait_ready()
+    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "lp"})
+    key = b["api_key"]
+    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
+    c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
+    c.request("GET", "/v1/topics/q/reserve?wait_ms=25000",
+              headers={"Authorization": "Bearer " + key})
+    cport = c.sock.getsockname()[1]
+    harness.wait_for(lambda: read_by_server(rd.port, cport),
+                     what="the long-poll read by retryd")
+    t0 = time.monotonic()
+    rd.signal(signal.SIGTERM)
+    assert rd.wait_exit(15) == 0, rd.proc.returncode
+    # A drain waiting for the long-poll would take its 25 s.
+    assert time.monotonic() - t0 < 15
+    try:
+        resp = c.getresponse()
+        body = json.loads(resp.read())
+        assert resp.status == 503, (resp.status, body)
+        assert body["error"]["code"] == "shutting_down", body
+    except (OSError, http.client.HTTPException):
+        pass    # closed by the stop before the answer went out
+    c.close()
     r.stop()
 
 
