@@ -65,10 +65,13 @@ struct api_server {
 	int				 stopping;
 	/*
 	 * Requests parked for work (not idle long-polls) and not completed
-	 * yet; api_server_drain() waits for none (idle, under lock).
+	 * yet (atomic); api_server_drain() waits for none on idle, under
+	 * drain_mu, which is never held with the lock above or across a call
+	 * into libmicrohttpd (completed() takes it).
 	 */
 	int				 busy;
 	int				 draining;	/* atomic */
+	pthread_mutex_t			 drain_mu;
 	pthread_cond_t			 idle;
 };
 
@@ -1169,9 +1172,9 @@ api_suspend(struct api_req *req)
 		return;
 	}
 	MHD_suspend_connection(req->conn);
-	if (!rp->busy) {
+	if (!rp->busy) {	/* rp->busy: only the request's own threads */
 		rp->busy = 1;
-		srv->busy++;
+		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
 	}
 	req->suspended = 1;
 	rp->prev_susp = NULL;
@@ -1182,27 +1185,25 @@ api_suspend(struct api_req *req)
 	pthread_mutex_unlock(&srv->lock);
 }
 
-/* rp is no longer counted as busy (srv->lock held). */
+/* rp is no longer counted as busy; the drain is told when none is. */
 static void
-unbusy_locked(struct api_server *srv, struct req_priv *rp)
+unbusy(struct api_server *srv, struct req_priv *rp)
 {
 	if (!rp->busy)
 		return;
 	rp->busy = 0;
-	if (--srv->busy == 0)
+	if (__atomic_sub_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST) == 0) {
+		pthread_mutex_lock(&srv->drain_mu);
 		pthread_cond_broadcast(&srv->idle);
+		pthread_mutex_unlock(&srv->drain_mu);
+	}
 }
 
 void
 api_suspend_idle(struct api_req *req)
 {
-	struct api_server *srv = req->srv;
-	struct req_priv *rp = priv(req);
-
 	api_suspend(req);
-	pthread_mutex_lock(&srv->lock);
-	unbusy_locked(srv, rp);
-	pthread_mutex_unlock(&srv->lock);
+	unbusy(req->srv, priv(req));
 }
 
 static void
@@ -1295,6 +1296,8 @@ api_server_arg(struct api_server *srv)
 static void
 run_handler(struct api_server *srv, struct api_req *req)
 {
+	struct req_priv *rp = priv(req);
+
 	/* Without the lock: every handler runs here, and resumes hold it. */
 	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) &&
 	    req->state != NULL) {
@@ -1303,18 +1306,29 @@ run_handler(struct api_server *srv, struct api_req *req)
 		return;
 	}
 	/*
-	 * Draining: a request not begun yet is refused before any work is
-	 * queued for it (so its 503 means nothing was done), and its
-	 * connection closed; those begun go on to their answers.
+	 * A request is counted busy from its handler's first call until it
+	 * completes (or waits idly).  Draining, a request not begun yet is
+	 * refused before any work is queued for it (so its 503 means nothing
+	 * was done), and its connection closed; those begun go on to their
+	 * answers.  Counted first, then draining read, while the drain sets
+	 * draining first, then reads the count (both sequentially
+	 * consistent): the drain sees the request or the request sees the
+	 * drain.
 	 */
-	if (!priv(req)->ran &&
-	    __atomic_load_n(&srv->draining, __ATOMIC_ACQUIRE)) {
-		api_add_header(req, "Connection", "close");
-		api_error(req, 503, "shutting_down", NULL,
-		    "the server is shutting down");
-		return;
+	if (!rp->ran) {
+		if (!rp->busy) {
+			rp->busy = 1;
+			__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
+		}
+		if (__atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST)) {
+			unbusy(srv, rp);
+			api_add_header(req, "Connection", "close");
+			api_error(req, 503, "shutting_down", NULL,
+			    "the server is shutting down");
+			return;
+		}
+		rp->ran = 1;
 	}
-	priv(req)->ran = 1;
 	/*
 	 * Once the handler parked the request, another thread may resume it
 	 * before we get here (req->suspended is 0 again): that is not "no
@@ -1494,11 +1508,7 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		    " (aborted)");
 	if (req->free_state != NULL && req->state != NULL)
 		req->free_state(req->state);
-	if (rp->busy) {
-		pthread_mutex_lock(&srv->lock);
-		unbusy_locked(srv, rp);
-		pthread_mutex_unlock(&srv->lock);
-	}
+	unbusy(srv, rp);
 	clear_params(req);
 	buf_free(&req->body);
 	for (i = 0; i < rp->nhdr; i++) {
@@ -1528,6 +1538,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 		flags |= MHD_USE_POLL;
 	srv->cfg = *cfg;
 	pthread_mutex_init(&srv->lock, NULL);
+	pthread_mutex_init(&srv->drain_mu, NULL);
 	cond_init_mono(&srv->idle);
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
 	    MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
@@ -1541,6 +1552,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	if (srv->mhd == NULL) {
 		snprintf(why, whylen, "cannot start the HTTP server");
 		pthread_cond_destroy(&srv->idle);
+		pthread_mutex_destroy(&srv->drain_mu);
 		pthread_mutex_destroy(&srv->lock);
 		free(srv);
 		return NULL;
@@ -1560,17 +1572,18 @@ api_server_drain(struct api_server *srv, int64_t wait_ms)
 	ns = (int64_t)ts.tv_nsec + (wait_ms > 0 ? wait_ms : 0) * 1000000;
 	ts.tv_sec += (time_t)(ns / 1000000000);
 	ts.tv_nsec = (long)(ns % 1000000000);
-	pthread_mutex_lock(&srv->lock);
-	__atomic_store_n(&srv->draining, 1, __ATOMIC_RELEASE);
-	while (srv->busy > 0)
-		if (pthread_cond_timedwait(&srv->idle, &srv->lock, &ts) ==
+	__atomic_store_n(&srv->draining, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&srv->drain_mu);
+	while (__atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST) > 0)
+		if (pthread_cond_timedwait(&srv->idle, &srv->drain_mu, &ts) ==
 		    ETIMEDOUT) {
 			log_warnx("http: %d requests still in progress after "
-			    "%lld ms of draining", srv->busy,
+			    "%lld ms of draining",
+			    __atomic_load_n(&srv->busy, __ATOMIC_ACQUIRE),
 			    (long long)wait_ms);
 			break;
 		}
-	pthread_mutex_unlock(&srv->lock);
+	pthread_mutex_unlock(&srv->drain_mu);
 }
 
 void
@@ -1603,6 +1616,7 @@ api_server_stop(struct api_server *srv)
 	pthread_mutex_unlock(&srv->lock);
 	MHD_stop_daemon(srv->mhd);
 	pthread_cond_destroy(&srv->idle);
+	pthread_mutex_destroy(&srv->drain_mu);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
 }

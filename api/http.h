@@ -103,8 +103,9 @@ struct api_server *api_server_start(const struct api_server_config *cfg,
 void	api_server_quiesce(struct api_server *srv);
 /*
  * Drain: every request not begun yet is answered 503 shutting_down (its
- * connection closed), and this waits up to wait_ms until the requests
- * parked for work (api_suspend, not api_suspend_idle) are completed.
+ * connection closed), and this waits up to wait_ms until those begun
+ * (their handler called) are completed, but for those waiting idly
+ * (api_suspend_idle).
  */
 void	api_server_drain(struct api_server *srv, int64_t wait_ms);
 /* Ends every suspended request with 503 and stops the threads. */
