@@ -75,7 +75,6 @@ struct restore *
 restore_new(const struct restore_config *cfg)
 {
 	struct restore *r = xcalloc(1, sizeof(*r));
-	pthread_condattr_t ca;
 	uint8_t rnd[4];
 	char hex[9];
 
@@ -90,10 +89,7 @@ restore_new(const struct restore_config *cfg)
 	snprintf(r->holder, sizeof(r->holder), "%.160s/%s",
 	    cfg->instance != NULL ? cfg->instance : "", hex);
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&r->cond);
 	r->start_check = 1;
 	return r;
 }

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -81,17 +80,6 @@ priv(struct api_req *req)
 	return (struct req_priv *)(void *)req;
 }
 
-/* A condition variable timed on CLOCK_MONOTONIC (the drain's deadline). */
-static void
-cond_init_mono(pthread_cond_t *c)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
 
 int
 api_listen(const char *hostport, char *bound, size_t boundlen, char *why,
@@ -1539,7 +1527,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	srv->cfg = *cfg;
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_init(&srv->drain_mu, NULL);
-	cond_init_mono(&srv->idle);
+	clock_cond_init(&srv->idle);
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
 	    MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
@@ -1563,23 +1551,19 @@ api_server_start(const struct api_server_config *cfg, char *why,
 void
 api_server_drain(struct api_server *srv, int64_t wait_ms)
 {
-	struct timespec ts;
-	int64_t ns;
+	int64_t end = clock_mono_us() + (wait_ms > 0 ? wait_ms : 0) * 1000;
 
 	if (srv == NULL)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ns = (int64_t)ts.tv_nsec + (wait_ms > 0 ? wait_ms : 0) * 1000000;
-	ts.tv_sec += (time_t)(ns / 1000000000);
-	ts.tv_nsec = (long)(ns % 1000000000);
 	__atomic_store_n(&srv->draining, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&srv->drain_mu);
 	while (__atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST) > 0)
-		if (pthread_cond_timedwait(&srv->idle, &srv->drain_mu, &ts) ==
-		    ETIMEDOUT) {
+		if (clock_cond_wait_us(&srv->idle, &srv->drain_mu,
+		    end - clock_mono_us()) == ETIMEDOUT &&
+		    clock_mono_us() >= end) {
 			log_warnx("http: %d requests still in progress after "
 			    "%lld ms of draining",
-			    __atomic_load_n(&srv->busy, __ATOMIC_ACQUIRE),
+			    __atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST),
 			    (long long)wait_ms);
 			break;
 		}

@@ -359,14 +359,10 @@ pull_main(void *arg)
 static int
 start_locked(void)
 {
-	pthread_condattr_t ca;
 
 	if (pull_started)
 		return 0;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&pull_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&pull_cond);
 	pull_stopping = 0;
 	if (pthread_create(&pull_thr, NULL, pull_main, NULL) != 0) {
 		log_warn("pull: cannot start the deadline thread");

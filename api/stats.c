@@ -362,17 +362,13 @@ flusher_main(void *arg)
 int
 obs_stats_start(const struct api_ctx *ctx)
 {
-	pthread_condattr_t ca;
 	int rc = 0;
 
 	pthread_mutex_lock(&run_lock);
 	if (running)
 		goto out;
 	stats_sched = ctx->sched;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&run_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&run_cond);
 	stopping = 0;
 	if ((rc = pthread_create(&flusher, NULL, flusher_main, NULL)) != 0) {
 		pthread_cond_destroy(&run_cond);

@@ -56,38 +56,15 @@ jrnl_state_finished(const char *state)
 }
 
 /*
- * Wait on cv for at most us microseconds (and at most JRNL_MAX_WAIT_US).  The
- * wait needs a real clock: this is the one place that reads CLOCK_MONOTONIC
- * directly; deadlines themselves come from clock_mono_us().
+ * Wait on cv for at most us microseconds (and at most JRNL_MAX_WAIT_US), on
+ * the real clock (clock_cond_wait_us); deadlines come from clock_mono_us().
  */
 void
 jrnl_cv_wait_us(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t us)
 {
-	struct timespec ts;
-
-	if (us <= 0)
-		return;
 	if (us > JRNL_MAX_WAIT_US)
 		us = JRNL_MAX_WAIT_US;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += us / 1000000;
-	ts.tv_nsec += (long)(us % 1000000) * 1000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	(void)pthread_cond_timedwait(cv, mu, &ts);
-}
-
-static void
-cv_init_mono(pthread_cond_t *cv)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(cv, &ca);
-	pthread_condattr_destroy(&ca);
+	(void)clock_cond_wait_us(cv, mu, us);
 }
 
 /* Copy n jobs and their strings into one block; returns the array. */
@@ -281,8 +258,8 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 	j->ring = xcalloc(j->cfg.queue_max, sizeof(*j->ring));
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_mutex_init(&j->rmu, NULL);
-	cv_init_mono(&j->wake);
-	cv_init_mono(&j->done);
+	clock_cond_init(&j->wake);
+	clock_cond_init(&j->done);
 	j->connected = j->wconn != NULL;
 	j->stats.connected = j->connected;
 	j->next_ping_mono_us = clock_mono_us() + JRNL_PING_US;

@@ -102,7 +102,6 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 {
 	struct sched *s;
 	struct redis_target t[SCHED_SEEDS_MAX];
-	pthread_condattr_t ca;
 	unsigned char rnd[4];
 	char hex[9];
 	int nt;
@@ -153,10 +152,7 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 	pthread_mutex_init(&s->node_lock, NULL);
 	s->heads = sched_heads_new(s->cfg.shards);
 	s->heads_ttl_us = SCHED_HEADS_TTL_US;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&s->cond);
 	s->owned = xcalloc((size_t)s->cfg.shards, 1);
 	s->schema_ok = -1;
 	s->node = -1;

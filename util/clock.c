@@ -8,6 +8,8 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "util/clock.h"
@@ -64,4 +66,32 @@ int
 clock_is_fake(void)
 {
 	return __atomic_load_n(&clock_fake_on, __ATOMIC_ACQUIRE);
+}
+
+void
+clock_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+int
+clock_cond_wait_us(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t us)
+{
+	struct timespec ts;
+
+	if (us <= 0)
+		return ETIMEDOUT;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(us / 1000000);
+	ts.tv_nsec += (long)(us % 1000000) * 1000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return pthread_cond_timedwait(cv, mu, &ts);
 }

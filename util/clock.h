@@ -14,6 +14,7 @@
 #ifndef RETRYD_UTIL_CLOCK_H
 #define RETRYD_UTIL_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 int64_t	clock_wall_ms(void);
@@ -26,5 +27,15 @@ void	clock_set_fake(int64_t now_ms);
 /* Move the manual clock forward by delta_ms (no-op when it is off). */
 void	clock_advance_ms(int64_t delta_ms);
 int	clock_is_fake(void);
+
+/*
+ * Timed waits count real time on CLOCK_MONOTONIC, never the fake clock:
+ * clock_cond_init() makes cv so; clock_cond_wait_us() waits on it (mu
+ * held) at most us microseconds and returns pthread_cond_timedwait()'s
+ * result (ETIMEDOUT at once when us <= 0).
+ */
+void	clock_cond_init(pthread_cond_t *cv);
+int	clock_cond_wait_us(pthread_cond_t *cv, pthread_mutex_t *mu,
+	    int64_t us);
 
 #endif
