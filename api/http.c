@@ -50,6 +50,7 @@ struct req_priv {
 	int			 refused;	/* ... while stopping: not */
 	int			 ran;		/* the handler ran once */
 	int			 busy;		/* counted in srv->busy */
+	/* ran and busy: only the request's own MHD thread touches them. */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
@@ -63,10 +64,11 @@ struct api_server {
 	struct req_priv			*suspended;
 	int				 stopping;
 	/*
-	 * Requests parked for work (not idle long-polls) and not completed
-	 * yet (atomic); api_server_drain() waits for none on idle, under
-	 * drain_mu, which is never held with the lock above or across a call
-	 * into libmicrohttpd (completed() takes it).
+	 * Requests begun (their handler called) and not completed yet, but
+	 * for those waiting idly (api_suspend_idle); atomic.
+	 * api_server_drain() waits for none on idle, under drain_mu, which is
+	 * never held with the lock above or across a call into
+	 * libmicrohttpd (completed() takes it).
 	 */
 	int				 busy;
 	int				 draining;	/* atomic */
@@ -1160,7 +1162,7 @@ api_suspend(struct api_req *req)
 		return;
 	}
 	MHD_suspend_connection(req->conn);
-	if (!rp->busy) {	/* rp->busy: only the request's own threads */
+	if (!rp->busy) {
 		rp->busy = 1;
 		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
 	}
