@@ -51,6 +51,9 @@ struct req_priv {
 	int			 ran;		/* the handler ran once */
 	int			 busy;		/* counted in srv->busy */
 	/* ran and busy: only the request's own MHD thread touches them. */
+	int			 idle;		/* api_suspend_idle (lock) */
+	int			 drained;	/* resumed by the drain, counted
+						   in srv->busy by it */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
@@ -1138,8 +1141,30 @@ api_body_json(struct api_req *req, json_object **out)
 	return 0;
 }
 
-void
-api_suspend(struct api_req *req)
+/* One request fewer in progress; the drain is told when none is. */
+static void
+busy_drop(struct api_server *srv)
+{
+	if (__atomic_sub_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST) == 0) {
+		pthread_mutex_lock(&srv->drain_mu);
+		pthread_cond_broadcast(&srv->idle);
+		pthread_mutex_unlock(&srv->drain_mu);
+	}
+}
+
+/* rp is no longer counted as busy by its own thread. */
+static void
+unbusy(struct api_server *srv, struct req_priv *rp)
+{
+	if (!rp->busy)
+		return;
+	rp->busy = 0;
+	busy_drop(srv);
+}
+
+/* Parks req; an idle park is not counted busy (see api_suspend_idle). */
+static void
+suspend_req(struct api_req *req, int idle)
 {
 	struct api_server *srv = req->srv;
 	struct req_priv *rp = priv(req);
@@ -1154,18 +1179,22 @@ api_suspend(struct api_req *req)
 	 * now: it is not suspended, and run_handler() answers it 503, as it
 	 * answers every request resumed by the stop.  Suspended under the
 	 * lock, so a request is either on the list the stop empties or
-	 * sees stopping.
+	 * sees stopping.  Likewise a long-poll that would wait idly once the
+	 * drain has resumed those waiting: it is answered 503 at once (and
+	 * still counted busy until its answer is out).
 	 */
-	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE)) {
+	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) || (idle &&
+	    __atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST))) {
 		rp->refused = 1;
 		pthread_mutex_unlock(&srv->lock);
 		return;
 	}
 	MHD_suspend_connection(req->conn);
-	if (!rp->busy) {
+	if (!idle && !rp->busy) {
 		rp->busy = 1;
 		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
 	}
+	rp->idle = idle;
 	req->suspended = 1;
 	rp->prev_susp = NULL;
 	rp->next_susp = srv->suspended;
@@ -1173,27 +1202,20 @@ api_suspend(struct api_req *req)
 		srv->suspended->prev_susp = rp;
 	srv->suspended = rp;
 	pthread_mutex_unlock(&srv->lock);
+	if (idle)
+		unbusy(srv, rp);
 }
 
-/* rp is no longer counted as busy; the drain is told when none is. */
-static void
-unbusy(struct api_server *srv, struct req_priv *rp)
+void
+api_suspend(struct api_req *req)
 {
-	if (!rp->busy)
-		return;
-	rp->busy = 0;
-	if (__atomic_sub_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST) == 0) {
-		pthread_mutex_lock(&srv->drain_mu);
-		pthread_cond_broadcast(&srv->idle);
-		pthread_mutex_unlock(&srv->drain_mu);
-	}
+	suspend_req(req, 0);
 }
 
 void
 api_suspend_idle(struct api_req *req)
 {
-	api_suspend(req);
-	unbusy(req->srv, priv(req));
+	suspend_req(req, 1);
 }
 
 static void
@@ -1220,6 +1242,7 @@ api_resume(struct api_req *req)
 		return;
 	}
 	req->suspended = 0;
+	rp->idle = 0;
 	unlink_suspended(srv, rp);
 	MHD_resume_connection(req->conn);
 	pthread_mutex_unlock(&srv->lock);
@@ -1288,9 +1311,12 @@ run_handler(struct api_server *srv, struct api_req *req)
 {
 	struct req_priv *rp = priv(req);
 
-	/* Without the lock: every handler runs here, and resumes hold it. */
-	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) &&
-	    req->state != NULL) {
+	/*
+	 * Without the lock: every handler runs here, and resumes hold it.
+	 * A long-poll the drain resumed is answered so too.
+	 */
+	if ((__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) ||
+	    rp->drained) && req->state != NULL) {
 		api_error(req, 503, "shutting_down", NULL,
 		    "the server is shutting down");
 		return;
@@ -1499,6 +1525,10 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (req->free_state != NULL && req->state != NULL)
 		req->free_state(req->state);
 	unbusy(srv, rp);
+	if (rp->drained) {
+		rp->drained = 0;
+		busy_drop(srv);
+	}
 	clear_params(req);
 	buf_free(&req->body);
 	for (i = 0; i < rp->nhdr; i++) {
@@ -1554,10 +1584,29 @@ void
 api_server_drain(struct api_server *srv, int64_t wait_ms)
 {
 	int64_t end = clock_mono_us() + (wait_ms > 0 ? wait_ms : 0) * 1000;
+	struct req_priv *rp, *next;
 
 	if (srv == NULL)
 		return;
 	__atomic_store_n(&srv->draining, 1, __ATOMIC_SEQ_CST);
+	/*
+	 * The long-polls waiting are answered now, while the server still
+	 * sends answers (503, as the stop would), and waited for like the
+	 * requests in progress.
+	 */
+	pthread_mutex_lock(&srv->lock);
+	for (rp = srv->suspended; rp != NULL; rp = next) {
+		next = rp->next_susp;
+		if (!rp->idle)
+			continue;
+		unlink_suspended(srv, rp);
+		rp->pub.suspended = 0;
+		rp->idle = 0;
+		rp->drained = 1;
+		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
+		MHD_resume_connection(rp->pub.conn);
+	}
+	pthread_mutex_unlock(&srv->lock);
 	pthread_mutex_lock(&srv->drain_mu);
 	while (__atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST) > 0)
 		if (clock_cond_wait_us(&srv->idle, &srv->drain_mu,

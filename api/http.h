@@ -164,7 +164,9 @@ const char *api_query(struct api_req *req, const char *name);
 void	api_suspend(struct api_req *req);
 /*
  * api_suspend() for a wait on nothing but time or an event (a long-poll):
- * api_server_drain() does not wait for such a request.
+ * api_server_drain() resumes such a request and its handler's caller
+ * answers it 503 shutting_down (as it does when one would park idly
+ * during the drain), instead of waiting for it.
  */
 void	api_suspend_idle(struct api_req *req);
 /* Call the handler of a suspended req again (any thread). */
