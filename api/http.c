@@ -85,7 +85,6 @@ priv(struct api_req *req)
 	return (struct req_priv *)(void *)req;
 }
 
-
 int
 api_listen(const char *hostport, char *bound, size_t boundlen, char *why,
     size_t whylen)
@@ -1230,6 +1229,16 @@ unlink_suspended(struct api_server *srv, struct req_priv *rp)
 	rp->next_susp = rp->prev_susp = NULL;
 }
 
+/* Takes rp off the suspended list and resumes it (srv->lock held). */
+static void
+resume_locked(struct api_server *srv, struct req_priv *rp)
+{
+	unlink_suspended(srv, rp);
+	rp->pub.suspended = 0;
+	rp->idle = 0;
+	MHD_resume_connection(rp->pub.conn);
+}
+
 void
 api_resume(struct api_req *req)
 {
@@ -1241,10 +1250,7 @@ api_resume(struct api_req *req)
 		pthread_mutex_unlock(&srv->lock);
 		return;
 	}
-	req->suspended = 0;
-	rp->idle = 0;
-	unlink_suspended(srv, rp);
-	MHD_resume_connection(req->conn);
+	resume_locked(srv, rp);
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -1307,6 +1313,13 @@ api_server_arg(struct api_server *srv)
 }
 
 static void
+shutting_down(struct api_req *req)
+{
+	api_error(req, 503, "shutting_down", NULL,
+	    "the server is shutting down");
+}
+
+static void
 run_handler(struct api_server *srv, struct api_req *req)
 {
 	struct req_priv *rp = priv(req);
@@ -1317,8 +1330,7 @@ run_handler(struct api_server *srv, struct api_req *req)
 	 */
 	if ((__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) ||
 	    rp->drained) && req->state != NULL) {
-		api_error(req, 503, "shutting_down", NULL,
-		    "the server is shutting down");
+		shutting_down(req);
 		return;
 	}
 	/*
@@ -1339,8 +1351,7 @@ run_handler(struct api_server *srv, struct api_req *req)
 		if (__atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST)) {
 			unbusy(srv, rp);
 			api_add_header(req, "Connection", "close");
-			api_error(req, 503, "shutting_down", NULL,
-			    "the server is shutting down");
+			shutting_down(req);
 			return;
 		}
 		rp->ran = 1;
@@ -1350,15 +1361,14 @@ run_handler(struct api_server *srv, struct api_req *req)
 	 * before we get here (req->suspended is 0 again): that is not "no
 	 * answer", the handler will run again.
 	 */
-	priv(req)->parked = 0;
-	priv(req)->refused = 0;
+	rp->parked = 0;
+	rp->refused = 0;
 	req->route->fn(req);
-	if (!req->answered && priv(req)->refused) {
-		api_error(req, 503, "shutting_down", NULL,
-		    "the server is shutting down");
+	if (!req->answered && rp->refused) {
+		shutting_down(req);
 		return;
 	}
-	if (!req->answered && !priv(req)->parked) {
+	if (!req->answered && !rp->parked) {
 		log_warnx("http: %s %s: handler gave no answer", req->method,
 		    req->path);
 		api_error(req, 500, "internal", NULL, "no answer");
@@ -1599,12 +1609,9 @@ api_server_drain(struct api_server *srv, int64_t wait_ms)
 		next = rp->next_susp;
 		if (!rp->idle)
 			continue;
-		unlink_suspended(srv, rp);
-		rp->pub.suspended = 0;
-		rp->idle = 0;
 		rp->drained = 1;
 		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
-		MHD_resume_connection(rp->pub.conn);
+		resume_locked(srv, rp);
 	}
 	pthread_mutex_unlock(&srv->lock);
 	pthread_mutex_lock(&srv->drain_mu);
@@ -1643,11 +1650,8 @@ api_server_stop(struct api_server *srv)
 	/* MHD wants every suspended connection resumed before it stops. */
 	pthread_mutex_lock(&srv->lock);
 	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
-	while ((rp = srv->suspended) != NULL) {
-		unlink_suspended(srv, rp);
-		rp->pub.suspended = 0;
-		MHD_resume_connection(rp->pub.conn);
-	}
+	while ((rp = srv->suspended) != NULL)
+		resume_locked(srv, rp);
 	pthread_mutex_unlock(&srv->lock);
 	MHD_stop_daemon(srv->mhd);
 	pthread_cond_destroy(&srv->idle);
