@@ -870,7 +870,7 @@ static void *
 pusher_main(void *arg)
 {
 	struct api_accept *q, *a, **v = NULL;
-	size_t n, cap = 0;
+	size_t i, n, cap = 0;
 	int look;
 
 	(void)arg;
@@ -899,10 +899,8 @@ pusher_main(void *arg)
 			v[n++] = a;
 		if (look) {
 			lookup_many(v, n);
-			for (a = q; a != NULL; a = q) {
-				q = a->priv->next;
-				accept_wake(a);
-			}
+			for (i = 0; i < n; i++)
+				accept_wake(v[i]);
 		} else
 			push_vector(v, n);
 		pthread_mutex_lock(&push_lock);
@@ -945,25 +943,35 @@ push_running(void)
 }
 
 /*
- * Queues the chain head .. (the last's next is tail), each holding a
- * reference for the pushers; 0, or -1 when the pushers are stopped or
- * cannot start (the callers push themselves, or drop the chain).
+ * Appends the chain head .. (the last's next is tail) to the pushers'
+ * queue whose tail pointer is *qtail (push_tail or look_tail), each
+ * holding a reference for the pushers; 0, or -1 when the pushers are
+ * stopped or cannot start (the callers do the work themselves, or drop
+ * the chain).
  */
 static int
-push_queue_chain(struct api_accept *head, struct api_accept **tail)
+queue_chain(struct api_accept ***qtail, struct api_accept *head,
+    struct api_accept **tail)
 {
 	int rc = -1;
 
 	pthread_mutex_lock(&push_lock);
 	if (push_running_locked()) {
-		*push_tail = head;
-		push_tail = tail;
+		**qtail = head;
+		*qtail = tail;
 		rc = 0;
 	}
 	pthread_mutex_unlock(&push_lock);
 	if (rc == 0)	/* after the unlock, so the woken does not wait */
 		pthread_cond_signal(&push_cond);
 	return rc;
+}
+
+/* Queues the chain head .. tail for accept_push(): queue_chain(). */
+static int
+push_queue_chain(struct api_accept *head, struct api_accept **tail)
+{
+	return queue_chain(&push_tail, head, tail);
 }
 
 /* Queues a alone: push_queue_chain(). */
@@ -978,20 +986,10 @@ push_queue(struct api_accept *a)
 static int
 look_queue(struct api_accept *a)
 {
-	int rc = -1;
-
 	a->priv->next = NULL;
-	pthread_mutex_lock(&push_lock);
-	if (push_running_locked()) {
-		*look_tail = a;
-		look_tail = &a->priv->next;
-		rc = 0;
-	}
-	pthread_mutex_unlock(&push_lock);
-	if (rc == 0)
-		pthread_cond_signal(&push_cond);
-	return rc;
+	return queue_chain(&look_tail, a, &a->priv->next);
 }
+
 
 /*
  * Accepts the journal committed in its current group of callbacks, pushed
@@ -1240,32 +1238,26 @@ lookup_many(struct api_accept **v, size_t nv)
 {
 	struct api_accept_priv *p;
 	struct api_job_in *jb;
-	struct sched_job **out;
-	const char **tv, **iv;
-	enum sched_err e;
+	struct sched_job **out = NULL;
+	const char **tv = NULL, **iv = NULL;
+	enum sched_err e = SCHED_OK;
 	size_t i, j, k, n;
 
 	for (j = n = 0; j < nv; j++)
 		for (i = 0; i < v[j]->n; i++)
 			n += v[j]->jobs[i].client_id != 0;
-	if (n == 0) {		/* nothing to look up (no ids given) */
-		for (j = 0; j < nv; j++) {
-			v[j]->priv->look_err = SCHED_OK;
-			__atomic_store_n(&v[j]->priv->looked, 1,
-			    __ATOMIC_RELEASE);
-		}
-		return;
+	if (n > 0) {		/* else nothing is allocated or asked */
+		tv = xcalloc(n, sizeof(*tv));
+		iv = xcalloc(n, sizeof(*iv));
+		out = xcalloc(n, sizeof(*out));
+		for (j = k = 0; j < nv; j++)
+			for (i = 0; i < v[j]->n; i++)
+				if (v[j]->jobs[i].client_id) {
+					tv[k] = v[j]->priv->tenant;
+					iv[k++] = v[j]->jobs[i].id;
+				}
+		e = sched_get_many(v[0]->priv->sched, tv, iv, n, out);
 	}
-	tv = xcalloc(n, sizeof(*tv));
-	iv = xcalloc(n, sizeof(*iv));
-	out = xcalloc(n, sizeof(*out));
-	for (j = k = 0; j < nv; j++)
-		for (i = 0; i < v[j]->n; i++)
-			if (v[j]->jobs[i].client_id) {
-				tv[k] = v[j]->priv->tenant;
-				iv[k++] = v[j]->jobs[i].id;
-			}
-	e = sched_get_many(v[0]->priv->sched, tv, iv, n, out);
 	for (j = k = 0; j < nv; j++) {
 		p = v[j]->priv;
 		p->look_err = e;
