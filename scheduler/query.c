@@ -194,20 +194,13 @@ sched_q_job(struct sched *s, redisContext *c, const char *tenant,
 	return e;
 }
 
-/* Where job i's record may be, best first: its own shard, or any. */
-static int
-candidate(struct sched *s, const char *id, int k)
+/* Field pos of an HMGET reply when it holds a record, else NULL. */
+static redisReply *
+hmget_field(const redisReply *r, size_t pos)
 {
-	struct id_parts ip;
-	int first = sched_shard_of(s, id);
-
-	if (id_parse(id, &ip) == 0 && (int)ip.shard < s->cfg.shards)
-		return k == 0 ? first : -1;
-	if (k >= s->cfg.shards)
-		return -1;
-	if (k == 0)
-		return first;
-	return k - 1 < first ? k - 1 : k;
+	if (pos >= r->elements || r->element[pos]->type != REDIS_REPLY_STRING)
+		return NULL;
+	return r->element[pos];
 }
 
 enum sched_err
@@ -218,7 +211,8 @@ sched_q_jobs(struct sched *s, redisContext *c, const char *const *tenants,
 	const char **tv, **argv;
 	size_t *idklen, *ti, *pos, *lens, nt = 0, i, t, m;
 	struct sched_pipe *q;
-	redisReply **r, *e1;
+	redisReply **r, **rv, *e1;
+	struct id_parts ip;
 	enum sched_err e = SCHED_OK;
 	int shards = s->cfg.shards, sh, k, nr = 0;
 
@@ -278,24 +272,29 @@ sched_q_jobs(struct sched *s, redisContext *c, const char *const *tenants,
 			e = sched_reply_err(c, r[k], broken, "HMGET");
 			goto out;
 		}
+	/* Each id where sched_q_job() finds it: its shard, then any. */
 	for (i = 0; i < n; i++) {
 		if (ti[i] == SIZE_MAX)
 			continue;
-		for (k = 0; (sh = candidate(s, ids[i], k)) >= 0; k++) {
-			e1 = r[ti[i] * (size_t)shards + (size_t)sh];
-			if (pos[i] >= e1->elements ||
-			    e1->element[pos[i]]->type != REDIS_REPLY_STRING)
-				continue;
-			e1 = e1->element[pos[i]];
-			out[i] = sched_rec_decode(tv[ti[i]], sh, idk[i],
-			    idklen[i], e1->str, e1->len);
-			if (out[i] == NULL) {
-				log_warnx("redis: a malformed job record in "
-				    "shard %d", sh);
-				e = SCHED_EINTERNAL;
-				goto out;
-			}
-			break;
+		rv = r + ti[i] * (size_t)shards;
+		sh = sched_shard_of(s, ids[i]);
+		e1 = hmget_field(rv[sh], pos[i]);
+		/* A client-given id with a bizkey lives in its bizkey's. */
+		if (e1 == NULL && (id_parse(ids[i], &ip) == -1 ||
+		    (int)ip.shard >= shards))
+			for (k = 0; k < shards && e1 == NULL; k++)
+				if (k != sh &&
+				    (e1 = hmget_field(rv[k], pos[i])) != NULL)
+					sh = k;
+		if (e1 == NULL)
+			continue;
+		out[i] = sched_rec_decode(tv[ti[i]], sh, idk[i], idklen[i],
+		    e1->str, e1->len);
+		if (out[i] == NULL) {
+			log_warnx("redis: a malformed job record in shard %d",
+			    sh);
+			e = SCHED_EINTERNAL;
+			goto out;
 		}
 	}
 out:

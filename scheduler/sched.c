@@ -428,6 +428,23 @@ push_shard(struct sched *s, const char *bizkey, const char *id)
 /* ---- jobs --------------------------------------------------------------- */
 
 /*
+ * The answer to push p whose client-given id names job: that job,
+ * deduplicated, or SCHED_ECONFLICT when it is another topic's.
+ */
+static enum sched_err
+client_id_answer(const struct sched_push *p, const struct sched_job *job,
+    struct sched_push_result *res)
+{
+	if (strcmp(job->topic, p->topic) != 0)
+		return SCHED_ECONFLICT;
+	str_copy(res->id, sizeof(res->id), job->id);
+	res->deduplicated = 1;
+	res->run_at_ms = job->due_ms;
+	res->state = job->state;
+	return SCHED_OK;
+}
+
+/*
  * A client-given id may already name a job in another shard (pushed before
  * with another bizkey): that job is the answer (ENOTFOUND when none).
  */
@@ -441,14 +458,7 @@ client_id_exists(struct sched *s, redisContext *c, const struct sched_push *p,
 	e = sched_q_job(s, c, p->tenant, p->id, 0, &job, broken);
 	if (e != SCHED_OK)
 		return e;
-	if (strcmp(job->topic, p->topic) != 0) {
-		e = SCHED_ECONFLICT;
-	} else {
-		str_copy(res->id, sizeof(res->id), job->id);
-		res->deduplicated = 1;
-		res->run_at_ms = job->due_ms;
-		res->state = job->state;
-	}
+	e = client_id_answer(p, job, res);
 	sched_job_free(job);
 	return e;
 }
@@ -709,14 +719,8 @@ pm_clients(struct sched *s, const struct sched_push *p, struct pm_job *jobs,
 			err[i] = e;
 		else if (out[k] == NULL)
 			v[(*nv)++] = &jobs[i];
-		else if (strcmp(out[k]->topic, p[i].topic) != 0)
-			err[i] = SCHED_ECONFLICT;
-		else {
-			str_copy(res[i].id, sizeof(res[i].id), out[k]->id);
-			res[i].deduplicated = 1;
-			res[i].run_at_ms = out[k]->due_ms;
-			res[i].state = out[k]->state;
-		}
+		else
+			err[i] = client_id_answer(&p[i], out[k], &res[i]);
 		sched_job_free(out[k++]);
 	}
 	free(out);
