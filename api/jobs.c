@@ -645,53 +645,86 @@ struct journal_seen {
 	int64_t	finished_ms;
 };
 
+/* One id asked of the journal by lookup_many(): seen[k] gets its row. */
+struct journal_ask {
+	const char	*tenant;
+	const char	*id;
+	size_t		 k;
+};
+
+struct journal_asked {
+	struct journal_ask	*v;	/* sorted by tenant and id */
+	size_t			 n;
+	struct journal_seen	*seen;
+};
+
+static int
+journal_ask_cmp(const void *a, const void *b)
+{
+	const struct journal_ask *x = a, *y = b;
+	int c;
+
+	if ((c = strcmp(x->tenant, y->tenant)) != 0)
+		return c;
+	return strcmp(x->id, y->id);
+}
+
+/* A row of jrnl_get_jobs(): to every ask of its id (one id, asked twice). */
 static int
 journal_seen_job(const struct jrnl_job *jj, void *arg)
 {
-	struct journal_seen *js = arg;
+	struct journal_asked *ja = arg;
+	struct journal_ask key = { jj->tenant, jj->id, 0 }, *a;
+	struct journal_seen *js;
+	size_t i;
 
-	js->found = 1;
-	snprintf(js->topic, sizeof(js->topic), "%s", jj->topic);
-	snprintf(js->state, sizeof(js->state), "%s", jj->state);
-	js->due_ms = jj->due_ms;
-	js->finished_ms = jj->finished_ms;
+	if (jj->tenant == NULL || jj->id == NULL || (a = bsearch(&key, ja->v,
+	    ja->n, sizeof(*ja->v), journal_ask_cmp)) == NULL)
+		return 0;
+	for (i = (size_t)(a - ja->v); i > 0 &&
+	    journal_ask_cmp(&ja->v[i - 1], &key) == 0; i--)
+		;
+	for (; i < ja->n && journal_ask_cmp(&ja->v[i], &key) == 0; i++) {
+		js = &ja->seen[ja->v[i].k];
+		js->found = 1;
+		snprintf(js->topic, sizeof(js->topic), "%s",
+		    jj->topic != NULL ? jj->topic : "");
+		snprintf(js->state, sizeof(js->state), "%s",
+		    jj->state != NULL ? jj->state : "");
+		js->due_ms = jj->due_ms;
+		js->finished_ms = jj->finished_ms;
+	}
 	return 0;
 }
-
 /*
- * A client-given id Redis does not know may still be the journal's: Redis
- * lost its data and is not rebuilt yet, or lost the finished job it would
- * have kept for sched.retention.  Within that window the id is the same
- * job, as it would be with Redis whole: 1 and j answered (200 with the
- * journal's state, or 409 for another topic's), 0 when it is new (also
- * when the journal cannot be read: the put then meets the journal's own
- * answer).
+ * A client-given id Redis does not know may still be the journal's (js,
+ * read by lookup_many()): Redis lost its data and is not rebuilt yet, or
+ * lost the finished job it would have kept for sched.retention.  Within
+ * that window the id is the same job, as it would be with Redis whole: 1
+ * and j answered (200 with the journal's state, or 409 for another
+ * topic's), 0 when it is new (also when the journal could not be read:
+ * the put then meets the journal's own answer).
  */
 static int
-journal_id_exists(struct api_ctx *ctx, const char *tenant,
+journal_id_exists(const struct journal_seen *js,
     const struct registry_topic *t, struct api_job_in *j)
 {
-	struct journal_seen js;
 	int st;
 
-	if (ctx->jrnl == NULL)
+	if (!js->found)
 		return 0;
-	memset(&js, 0, sizeof(js));
-	if (jrnl_get_job(ctx->jrnl, tenant, j->id, journal_seen_job,
-	    &js) != JRNL_OK || !js.found)
+	if (js->finished_ms != 0 &&
+	    js->finished_ms < clock_wall_ms() - CONF_GET(sched_retention_ms))
 		return 0;
-	if (js.finished_ms != 0 &&
-	    js.finished_ms < clock_wall_ms() - CONF_GET(sched_retention_ms))
-		return 0;
-	if ((st = sched_state_parse(js.state)) < 0)
+	if ((st = sched_state_parse(js->state)) < 0)
 		return 0;
 	memset(&j->res, 0, sizeof(j->res));
-	if (strcmp(js.topic, t->name) != 0) {
+	if (strcmp(js->topic, t->name) != 0) {
 		j->status = 409;
 	} else {
 		snprintf(j->res.id, sizeof(j->res.id), "%s", j->id);
 		j->res.deduplicated = 1;
-		j->res.run_at_ms = js.due_ms;
+		j->res.run_at_ms = js->due_ms;
 		j->res.state = (enum sched_state)st;
 		j->status = 200;
 	}
@@ -700,17 +733,17 @@ journal_id_exists(struct api_ctx *ctx, const char *tenant,
 
 /*
  * A client-given id that names a job Redis has (job, read by
- * lookup_many()), or the journal has within journal_id_exists()'s window:
- * answered so (200, deduplicated; 409 when it is another topic's), never
- * journaled.  1 when answered so, 0 when the id is free.
+ * lookup_many()), or the journal has (js) within journal_id_exists()'s
+ * window: answered so (200, deduplicated; 409 when it is another topic's),
+ * never journaled.  1 when answered so, 0 when the id is free.
  */
 static int
-client_id_found(struct api_ctx *ctx, const char *tenant,
+client_id_found(const struct journal_seen *js,
     const struct registry_topic *t, struct api_job_in *j,
     const struct sched_job *job)
 {
 	if (job == NULL)
-		return journal_id_exists(ctx, tenant, t, j);
+		return journal_id_exists(js, t, j);
 	memset(&j->res, 0, sizeof(j->res));
 	if (strcmp(job->topic, t->name) != 0) {
 		j->status = 409;
@@ -1227,11 +1260,48 @@ out:
 }
 
 /*
+ * The journal's rows of the ids of tv, iv [0..n) Redis does not have
+ * (out[k] NULL) into seen[k], in a few statements for all
+ * (jrnl_get_jobs()).  Left not found when the journal cannot be read.
+ */
+static void
+journal_look(struct jrnl *jr, const char **tv, const char **iv,
+    struct sched_job **out, size_t n, struct journal_seen *seen)
+{
+	struct journal_asked ja;
+	const char **at, **ai;
+	size_t k;
+
+	ja.v = xcalloc(n, sizeof(*ja.v));
+	ja.seen = seen;
+	for (k = ja.n = 0; k < n; k++)
+		if (out[k] == NULL) {
+			ja.v[ja.n].tenant = tv[k];
+			ja.v[ja.n].id = iv[k];
+			ja.v[ja.n++].k = k;
+		}
+	if (ja.n > 0) {
+		at = xcalloc(ja.n, sizeof(*at));
+		ai = xcalloc(ja.n, sizeof(*ai));
+		for (k = 0; k < ja.n; k++) {
+			at[k] = ja.v[k].tenant;
+			ai[k] = ja.v[k].id;
+		}
+		qsort(ja.v, ja.n, sizeof(*ja.v), journal_ask_cmp);
+		(void)jrnl_get_jobs(jr, at, ai, ja.n, journal_seen_job, &ja);
+		free(ai);
+		free(at);
+	}
+	free(ja.v);
+}
+
+/*
  * Looks up the client-given ids of the requests v[0..nv) (on a pusher, or
  * the request's own thread when they are stopped): Redis for all of them
- * in one sched_get_many(), then the journal for each id Redis does not
- * have.  Each such job is marked known (answered 200 or 409 from what
- * exists) or left to be made; a Redis error fails each request whole.
+ * in one sched_get_many(), then the journal for those Redis does not have,
+ * in one jrnl_get_jobs().  Each such job is marked known (answered 200 or
+ * 409 from what exists) or left to be made; a Redis error fails each
+ * request whole.
  */
 static void
 lookup_many(struct api_accept **v, size_t nv)
@@ -1239,6 +1309,8 @@ lookup_many(struct api_accept **v, size_t nv)
 	struct api_accept_priv *p;
 	struct api_job_in *jb;
 	struct sched_job **out = NULL;
+	struct journal_seen *seen = NULL;
+	struct jrnl *jr = v[0]->priv->ctx->jrnl;
 	const char **tv = NULL, **iv = NULL;
 	enum sched_err e = SCHED_OK;
 	size_t i, j, k, n;
@@ -1257,6 +1329,9 @@ lookup_many(struct api_accept **v, size_t nv)
 					iv[k++] = v[j]->jobs[i].id;
 				}
 		e = sched_get_many(v[0]->priv->sched, tv, iv, n, out);
+		seen = xcalloc(n, sizeof(*seen));
+		if (e == SCHED_OK && jr != NULL)
+			journal_look(jr, tv, iv, out, n, seen);
 	}
 	for (j = k = 0; j < nv; j++) {
 		p = v[j]->priv;
@@ -1267,11 +1342,12 @@ lookup_many(struct api_accept **v, size_t nv)
 				continue;
 			if (e == SCHED_OK)
 				p->known[i] = (unsigned char)client_id_found(
-				    p->ctx, p->tenant, v[j]->t, jb, out[k]);
+				    &seen[k], v[j]->t, jb, out[k]);
 			sched_job_free(out[k++]);
 		}
 		__atomic_store_n(&p->looked, 1, __ATOMIC_RELEASE);
 	}
+	free(seen);
 	free(out);
 	free(iv);
 	free(tv);

@@ -115,7 +115,8 @@ enum jrnl_stmt {
 	JS_PUT_MANY = JS_LIST_FLOOR + 2,	/* + k: an upsert of 2^k jobs */
 	JS_TRANS_MANY = JS_PUT_MANY + JRNL_PUT_SIZES,	/* 2^k transitions */
 	JS_PUT_ID_MANY = JS_TRANS_MANY + JRNL_PUT_SIZES, /* 2^k rows' put_id */
-	JS_COUNT = JS_PUT_ID_MANY + JRNL_PUT_SIZES,
+	JS_GET_MANY = JS_PUT_ID_MANY + JRNL_PUT_SIZES,	/* 2^k jobs by id */
+	JS_COUNT = JS_GET_MANY + JRNL_PUT_SIZES,
 };
 
 #define JRNL_LIST_BY_TOPIC	1
@@ -163,6 +164,12 @@ extern const struct jrnl_driver jrnl_mysql_driver;
 #define JRNL_SCHEMA_VERSION	6
 
 const char *jrnl_sql(enum jrnl_kind kind, int id);
+/*
+ * The k of the multi-row statement (2^k rows, JS_PUT_MANY's and the
+ * others') that takes the next rows of left > 0: JRNL_PUT_ROWS_MAX a
+ * statement, the rest by the powers of two it adds up to (30: 16, 8, 4, 2).
+ */
+int	jrnl_many_size(size_t left);
 /*
  * Create the schema or migrate it to JRNL_SCHEMA_VERSION; JRNL_ESCHEMA
  * when the database's version is newer than this build's.

@@ -309,6 +309,14 @@ enum jrnl_err jrnl_scan_unfinished(struct jrnl *j, const struct jrnl_scan *s,
 /* JRNL_ENOTFOUND when there is no such job. */
 enum jrnl_err jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
 	    jrnl_job_fn cb, void *arg);
+/*
+ * The jobs of n (tenants[i], ids[i]) pairs, each found to cb once (in no
+ * order, once for a pair asked twice, none for a pair without a row),
+ * asked in a few statements of up to 32 pairs: one round trip per 32 ids,
+ * not per id.  JRNL_OK also when none is found.
+ */
+enum jrnl_err jrnl_get_jobs(struct jrnl *j, const char *const *tenants,
+	    const char *const *ids, size_t n, jrnl_job_fn cb, void *arg);
 enum jrnl_err jrnl_list_jobs(struct jrnl *j, const char *tenant,
 	    struct jrnl_list *l, jrnl_job_fn cb, void *arg);
 /* Oldest first. */

@@ -431,6 +431,40 @@ jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
 	return deliver_jobs(&r, cb, arg);
 }
 
+enum jrnl_err
+jrnl_get_jobs(struct jrnl *j, const char *const *tenants,
+    const char *const *ids, size_t n, jrnl_job_fn cb, void *arg)
+{
+	struct rows all = { 0 }, r;
+	struct jrnl_val a[2 * JRNL_PUT_ROWS_MAX];
+	enum jrnl_err e;
+	size_t i, k, rows;
+	int size;
+
+	if (j == NULL || (n > 0 && (tenants == NULL || ids == NULL)) ||
+	    cb == NULL)
+		return JRNL_EINVAL;
+	/* Each statement's rows apart: read_rows() drops them on a retry. */
+	for (i = 0; i < n; i += rows) {
+		size = jrnl_many_size(n - i);
+		rows = (size_t)1 << size;
+		for (k = 0; k < rows; k++) {
+			a[2 * k] = jrnl_vtext(tenants[i + k]);
+			a[2 * k + 1] = jrnl_vtext(ids[i + k]);
+		}
+		memset(&r, 0, sizeof(r));
+		if ((e = read_rows(j, JS_GET_MANY + size, a, 2 * rows,
+		    job_row, &r)) != JRNL_OK) {
+			rows_free(&all);
+			return e;
+		}
+		for (k = 0; k < r.n; k++)
+			rows_add(&all, r.v[k]);
+		free(r.v);
+	}
+	return deliver_jobs(&all, cb, arg);
+}
+
 /* Rows of one text column (an id) into NUL-terminated copies. */
 static int
 id_row(const struct jrnl_val *c, size_t ncols, void *arg)

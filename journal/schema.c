@@ -399,14 +399,16 @@ static const char mysql_version_table[] =
 /*
  * The multi-row statements (JS_PUT_MANY + k: an upsert of 2^k jobs;
  * JS_TRANS_MANY + k: an insert of 2^k transitions; JS_PUT_ID_MANY + k: the
- * put_id of 2^k rows by (tenant, id)), written out once, on first use, for
+ * put_id of 2^k rows by (tenant, id); JS_GET_MANY + k: 2^k jobs' rows by
+ * (tenant, id)), written out once, on first use, for
  * both dialects.
  */
 #define MANY_SQL_MAX	4096
-#define MANY_FORMS	3
+#define MANY_FORMS	4
 
 #define PUT_ID_SELECT	"SELECT tenant, id, put_id FROM jobs WHERE "
 #define PUT_ID_ROW	"(tenant = ? AND id = ?)"
+#define GET_SELECT	"SELECT " JOB_COLS " FROM jobs WHERE "
 
 /* tail: SQLite's, MySQL's. */
 static const struct {
@@ -415,6 +417,7 @@ static const struct {
 	{ JOB_INSERT, JOB_ROW, ", ", { SQLITE_UPSERT, MYSQL_UPSERT } },
 	{ TRANS_INSERT, TRANS_ROW, ", ", { "", "" } },
 	{ PUT_ID_SELECT, PUT_ID_ROW, " OR ", { "", "" } },
+	{ GET_SELECT, PUT_ID_ROW, " OR ", { "", "" } },
 };
 
 /* A statement has one tail, its dialect's: room for the longer. */
@@ -426,6 +429,8 @@ _Static_assert(sizeof(JOB_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(JOB_ROW) +
     sizeof(TRANS_INSERT) + JRNL_PUT_ROWS_MAX * (sizeof(TRANS_ROW) + 2) <
     MANY_SQL_MAX &&
     sizeof(PUT_ID_SELECT) + JRNL_PUT_ROWS_MAX * (sizeof(PUT_ID_ROW) + 4) <
+    MANY_SQL_MAX &&
+    sizeof(GET_SELECT) + JRNL_PUT_ROWS_MAX * (sizeof(PUT_ID_ROW) + 4) <
     MANY_SQL_MAX, "MANY_SQL_MAX too small for the multi-row statements");
 _Static_assert(JRNL_TRANS_COLS <= JRNL_JOB_COLS,
     "JRNL_ARGS_MAX counts job rows");
@@ -453,6 +458,16 @@ many_sql_build(void)
 				snprintf(s + off, MANY_SQL_MAX - off, "%s",
 				    many_form[f].tail[d]);
 			}
+}
+
+int
+jrnl_many_size(size_t left)
+{
+	int k = JRNL_PUT_SIZES - 1;
+
+	while (((size_t)1 << k) > left)
+		k--;
+	return k;
 }
 
 const char *

@@ -75,10 +75,9 @@ typedef void	(*row_fn)(struct jrnl *j, struct jrnl_val *a, size_t i,
 		    void *arg);
 
 /*
- * Runs for n rows of ncols values the statements base + k of 2^k rows:
- * JRNL_PUT_ROWS_MAX a statement, the rest by the powers of two it adds up
- * to (30 rows: 16, 8, 4 and 2).  Rows a statement returns go to out (NULL:
- * none expected), with arg.
+ * Runs for n rows of ncols values the statements base + k of 2^k rows
+ * (jrnl_many_size()).  Rows a statement returns go to out (NULL: none
+ * expected), with arg.
  */
 static enum jrnl_err
 put_rows(struct jrnl *j, int base, size_t ncols, size_t n, row_fn fill,
@@ -90,9 +89,7 @@ put_rows(struct jrnl *j, int base, size_t ncols, size_t n, row_fn fill,
 	int size;
 
 	while (i < n) {
-		size = JRNL_PUT_SIZES - 1;
-		while (((size_t)1 << size) > n - i)
-			size--;
+		size = jrnl_many_size(n - i);
 		rows = (size_t)1 << size;
 		for (r = 0; r < rows; r++)
 			fill(j, &a[r * ncols], i + r, arg);

@@ -13,6 +13,7 @@ import contextlib
 import os
 import sqlite3
 import sys
+import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,6 +77,47 @@ def case_client_id_after_loss(drv):
         st, _, j = d.request("GET", "/v1/jobs?state=delivered", key=key)
         assert st == 200 and [x["id"] for x in j["jobs"]] == ["order-1"] \
             and j["jobs"][0]["body"] == "first", j
+
+
+def case_client_ids_together_after_loss(drv):
+    """Pushes with ids arriving together are looked up together, the
+    journal's rows of all the ids Redis lacks read at once: each answered
+    as it would be alone."""
+    with daemon(drv, mode="pull") as (r, d, _, key, q):
+        q2 = L.topic(d, key, mode="pull")
+        old = ["c-%02d" % i for i in range(30)]
+        for i in old:
+            L.ok(opush(d, key, {"topic": q, "id": i, "delay": L.HOUR}), 200)
+        L.ok(opush(d, key, {"topic": q2, "id": "other-1",
+                            "delay": L.HOUR}), 200)
+        # Cancelled, finished: a rebuild does not bring them back, so
+        # only the journal knows them once Redis has lost its data.
+        for i in old + ["other-1"]:
+            L.ok(d.request("DELETE", "/v1/jobs/" + i, key=key), 204)
+        r.cmd("FLUSHALL")
+        new = ["n-%02d" % i for i in range(15)]
+        ask = old + ["c-05", "c-05", "other-1"] + new
+        got = {}
+
+        def one(k, i):
+            got[k] = opush(d, key, {"topic": q, "id": i, "delay": L.HOUR})
+
+        th = [threading.Thread(target=one, args=(k, i))
+              for k, i in enumerate(ask)]
+        for x in th:
+            x.start()
+        for x in th:
+            x.join()
+        for k, i in enumerate(ask):
+            st, _, b = got[k]
+            if i == "other-1":
+                assert st == 409, (i, st, b)
+                continue
+            assert st == 200 and b["id"] == i, (i, st, b)
+            assert bool(b.get("deduplicated")) == (i not in new), (i, b)
+        st, _, j = d.request("GET", "/v1/jobs?topic=%s&state=scheduled" % q,
+                             key=key)
+        assert st == 200 and sorted(x["id"] for x in j["jobs"]) == new, j
 
 
 def case_refused_then_retried(drv):
@@ -217,6 +259,9 @@ def case_tenant_delete_rows(drv):
 
 D.each("a client id pushed again after Redis lost its data is the "
        "delivered job, at the tenant's quota too", case_client_id_after_loss)
+D.each("pushes with ids arriving together after Redis lost its data: "
+       "each the journal's job, another topic's 409, or new",
+       case_client_ids_together_after_loss)
 D.each("a push refused while Redis is away leaves nothing: its retry "
        "makes the job", case_refused_then_retried)
 D.each("a push deduplicated by its bizkey leaves no second job in the "

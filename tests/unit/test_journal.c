@@ -511,6 +511,99 @@ test_put_many(void **state)
 	tj_close(j);
 }
 
+/*
+ * jrnl_get_jobs() finds every pair asked, in a few statements (100 pairs:
+ * 32, 32, 32 and 4 rows): each job of two tenants once, with its own
+ * values, an id asked twice once; an id under the other tenant or an
+ * unknown one, nothing; none asked, nothing called.
+ */
+#define GJ_JOBS		80
+#define GJ_ASK		100
+
+struct gj_seen {
+	const struct jrnl_job	*jobs;
+	int			 seen[GJ_JOBS];
+	int			 other;
+};
+
+static int
+gj_row(const struct jrnl_job *got, void *arg)
+{
+	struct gj_seen *g = arg;
+	struct roundtrip rt = { 0 };
+	int i;
+
+	for (i = 0; i < GJ_JOBS; i++)
+		if (strcmp(got->tenant, g->jobs[i].tenant) == 0 &&
+		    strcmp(got->id, g->jobs[i].id) == 0)
+			break;
+	if (i == GJ_JOBS) {
+		g->other++;
+		return 0;
+	}
+	rt.want = &g->jobs[i];
+	check_job(got, &rt);
+	g->seen[i]++;
+	return 0;
+}
+
+static void
+test_get_jobs(void **state)
+{
+	struct tb *b = tj_begin(state);
+	static char ids[GJ_JOBS][16], bodies[GJ_JOBS][16];
+	struct jrnl_job jobs[GJ_JOBS];
+	const char *tv[GJ_ASK], *iv[GJ_ASK];
+	struct gj_seen g;
+	struct jrnl *j;
+	int i, k;
+
+	for (i = 0; i < GJ_JOBS; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "GJ%03d", i);
+		snprintf(bodies[i], sizeof(bodies[i]), "body-%d", i);
+		jobs[i] = tj_job(i % 2 ? "gj-a" : "gj-b", "t", ids[i],
+		    i % 4 == 0 ? "delivered" : "scheduled", 7000 + i);
+		jobs[i].due_ms = 8000 + 3 * i;
+		jobs[i].body = bodies[i];
+		jobs[i].body_len = strlen(bodies[i]);
+	}
+	j = tj_open(b, JRNL_MODE_SYNC);
+	assert_int_equal(jrnl_put_jobs(j, jobs, GJ_JOBS), JRNL_OK);
+	/* Every job, last first, then the odd cases. */
+	for (k = 0; k < GJ_JOBS; k++) {
+		tv[k] = jobs[GJ_JOBS - 1 - k].tenant;
+		iv[k] = jobs[GJ_JOBS - 1 - k].id;
+	}
+	for (; k < GJ_ASK; k++) {
+		tv[k] = "gj-a";
+		iv[k] = "GJ-none";
+	}
+	tv[GJ_JOBS] = "gj-a";			/* GJ000 is gj-b's */
+	iv[GJ_JOBS] = ids[0];
+	tv[GJ_JOBS + 1] = jobs[5].tenant;	/* GJ005 twice */
+	iv[GJ_JOBS + 1] = ids[5];
+	tv[GJ_JOBS + 2] = "gj-c";
+	iv[GJ_JOBS + 2] = ids[7];
+	memset(&g, 0, sizeof(g));
+	g.jobs = jobs;
+	assert_int_equal(jrnl_get_jobs(j, tv, iv, GJ_ASK, gj_row, &g),
+	    JRNL_OK);
+	for (i = 0; i < GJ_JOBS; i++)
+		assert_int_equal(g.seen[i], 1);
+	assert_int_equal(g.other, 0);
+	memset(&g, 0, sizeof(g));
+	g.jobs = jobs;
+	assert_int_equal(jrnl_get_jobs(j, tv, iv, 0, gj_row, &g), JRNL_OK);
+	assert_int_equal(jrnl_get_jobs(j, tv + GJ_JOBS + 2, iv + GJ_JOBS + 2,
+	    1, gj_row, &g), JRNL_OK);
+	for (i = 0; i < GJ_JOBS; i++)
+		assert_int_equal(g.seen[i], 0);
+	assert_int_equal(g.other, 0);
+	assert_int_equal(jrnl_get_jobs(j, NULL, NULL, 1, gj_row, &g),
+	    JRNL_EINVAL);
+	tj_close(j);
+}
+
 #define GC_THREADS	8
 #define GC_PUTS		500
 
@@ -1975,6 +2068,7 @@ main(void)
 		BOTH(test_migrate_v4),
 		BOTH(test_roundtrip),
 		BOTH(test_put_many),
+		BOTH(test_get_jobs),
 		BOTH(test_trans_many),
 		BOTH(test_group_commit),
 		BOTH(test_put_cb),
