@@ -645,23 +645,22 @@ struct journal_seen {
 	int64_t	finished_ms;
 };
 
-/* One id asked of the journal by lookup_many(): seen[k] gets its row. */
-struct journal_ask {
-	const char	*tenant;
-	const char	*id;
-	size_t		 k;
+/* A row jrnl_get_jobs() found for lookup_many(): whose, and what it says. */
+struct journal_row {
+	char			*tenant;
+	char			*id;
+	struct journal_seen	 js;
 };
 
-struct journal_asked {
-	struct journal_ask	*v;	/* sorted by tenant and id */
-	size_t			 n;
-	struct journal_seen	*seen;
+struct journal_rows {
+	struct journal_row	*v;
+	size_t			 n, cap;
 };
 
 static int
-journal_ask_cmp(const void *a, const void *b)
+journal_row_cmp(const void *a, const void *b)
 {
-	const struct journal_ask *x = a, *y = b;
+	const struct journal_row *x = a, *y = b;
 	int c;
 
 	if ((c = strcmp(x->tenant, y->tenant)) != 0)
@@ -669,33 +668,33 @@ journal_ask_cmp(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-/* A row of jrnl_get_jobs(): to every ask of its id (one id, asked twice). */
+/* Each row of jrnl_get_jobs() kept, for the asks to find by (tenant, id). */
 static int
-journal_seen_job(const struct jrnl_job *jj, void *arg)
+journal_row_add(const struct jrnl_job *jj, void *arg)
 {
-	struct journal_asked *ja = arg;
-	struct journal_ask key = { jj->tenant, jj->id, 0 }, *a;
-	struct journal_seen *js;
-	size_t i;
+	struct journal_rows *rs = arg;
+	struct journal_row *r;
 
-	if (jj->tenant == NULL || jj->id == NULL || (a = bsearch(&key, ja->v,
-	    ja->n, sizeof(*ja->v), journal_ask_cmp)) == NULL)
+	if (jj->tenant == NULL || jj->id == NULL)
 		return 0;
-	for (i = (size_t)(a - ja->v); i > 0 &&
-	    journal_ask_cmp(&ja->v[i - 1], &key) == 0; i--)
-		;
-	for (; i < ja->n && journal_ask_cmp(&ja->v[i], &key) == 0; i++) {
-		js = &ja->seen[ja->v[i].k];
-		js->found = 1;
-		snprintf(js->topic, sizeof(js->topic), "%s",
-		    jj->topic != NULL ? jj->topic : "");
-		snprintf(js->state, sizeof(js->state), "%s",
-		    jj->state != NULL ? jj->state : "");
-		js->due_ms = jj->due_ms;
-		js->finished_ms = jj->finished_ms;
+	if (rs->n == rs->cap) {
+		rs->cap = rs->cap ? rs->cap * 2 : 8;
+		rs->v = xreallocarray(rs->v, rs->cap, sizeof(*rs->v));
 	}
+	r = &rs->v[rs->n++];
+	memset(r, 0, sizeof(*r));
+	r->tenant = xstrdup(jj->tenant);
+	r->id = xstrdup(jj->id);
+	r->js.found = 1;
+	snprintf(r->js.topic, sizeof(r->js.topic), "%s",
+	    jj->topic != NULL ? jj->topic : "");
+	snprintf(r->js.state, sizeof(r->js.state), "%s",
+	    jj->state != NULL ? jj->state : "");
+	r->js.due_ms = jj->due_ms;
+	r->js.finished_ms = jj->finished_ms;
 	return 0;
 }
+
 /*
  * A client-given id Redis does not know may still be the journal's (js,
  * read by lookup_many()): Redis lost its data and is not rebuilt yet, or
@@ -1262,37 +1261,45 @@ out:
 /*
  * The journal's rows of the ids of tv, iv [0..n) Redis does not have
  * (out[k] NULL) into seen[k], in a few statements for all
- * (jrnl_get_jobs()).  Left not found when the journal cannot be read.
+ * (jrnl_get_jobs()); each ask then finds its row by itself, so an id asked
+ * twice gets it twice.  Left not found when the journal cannot be read.
  */
 static void
 journal_look(struct jrnl *jr, const char **tv, const char **iv,
     struct sched_job **out, size_t n, struct journal_seen *seen)
 {
-	struct journal_asked ja;
+	struct journal_rows rs = { NULL, 0, 0 };
+	struct journal_row key, *r;
 	const char **at, **ai;
-	size_t k;
+	size_t k, m;
 
-	ja.v = xcalloc(n, sizeof(*ja.v));
-	ja.seen = seen;
-	for (k = ja.n = 0; k < n; k++)
+	at = xcalloc(n, sizeof(*at));
+	ai = xcalloc(n, sizeof(*ai));
+	for (k = m = 0; k < n; k++)
 		if (out[k] == NULL) {
-			ja.v[ja.n].tenant = tv[k];
-			ja.v[ja.n].id = iv[k];
-			ja.v[ja.n++].k = k;
+			at[m] = tv[k];
+			ai[m++] = iv[k];
 		}
-	if (ja.n > 0) {
-		at = xcalloc(ja.n, sizeof(*at));
-		ai = xcalloc(ja.n, sizeof(*ai));
-		for (k = 0; k < ja.n; k++) {
-			at[k] = ja.v[k].tenant;
-			ai[k] = ja.v[k].id;
+	if (m > 0 && jrnl_get_jobs(jr, at, ai, m, journal_row_add,
+	    &rs) == JRNL_OK && rs.n > 0) {
+		qsort(rs.v, rs.n, sizeof(*rs.v), journal_row_cmp);
+		for (k = 0; k < n; k++) {
+			if (out[k] != NULL)
+				continue;
+			key.tenant = (char *)tv[k];
+			key.id = (char *)iv[k];
+			if ((r = bsearch(&key, rs.v, rs.n, sizeof(*rs.v),
+			    journal_row_cmp)) != NULL)
+				seen[k] = r->js;
 		}
-		qsort(ja.v, ja.n, sizeof(*ja.v), journal_ask_cmp);
-		(void)jrnl_get_jobs(jr, at, ai, ja.n, journal_seen_job, &ja);
-		free(ai);
-		free(at);
 	}
-	free(ja.v);
+	for (k = 0; k < rs.n; k++) {
+		free(rs.v[k].tenant);
+		free(rs.v[k].id);
+	}
+	free(rs.v);
+	free(ai);
+	free(at);
 }
 
 /*
