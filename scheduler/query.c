@@ -473,7 +473,8 @@ sched_q_ready_take(struct sched *s, redisContext *c, const char *tenant,
 	enum sched_err e = SCHED_OK;
 	unsigned char *read, *full;
 	size_t nh, i, m;
-	int ns = s->cfg.shards, *seen, k, unknown, round;
+	int ns = s->cfg.shards, *seen, k, unknown, round, capped;
+	double cap = 0;
 
 	memset(take, 0, (size_t)ns * sizeof(*take));
 	*more = 0;
@@ -510,18 +511,29 @@ sched_q_ready_take(struct sched *s, redisContext *c, const char *tenant,
 			break;
 	}
 	qsort(h, nh, sizeof(*h), ready_cmp);
-	for (i = 0; i < nh && i < n; i++) {
-		take[h[i].shard]++;
+	for (i = 0, capped = 0; i < nh && i < n; i++) {
 		/*
 		 * A shard known to its limit may hold better jobs than the
-		 * next one known: stop at its last, the caller reads again.
+		 * next one known: past its last known score (cap), stop and
+		 * let the caller read again.  Its jobs not known score at
+		 * least cap, so the next ones known that tie with it are as
+		 * good (jobs pushed together, due the same millisecond):
+		 * they are taken in the same pass.
 		 */
-		if (full[h[i].shard] && take[h[i].shard] == seen[h[i].shard] &&
-		    i + 1 < n) {
+		if (capped && h[i].score > cap) {
 			*more = 1;
 			break;
 		}
+		take[h[i].shard]++;
+		if (!capped && full[h[i].shard] &&
+		    take[h[i].shard] == seen[h[i].shard]) {
+			capped = 1;
+			cap = h[i].score;
+		}
 	}
+	/* Short of n with a shard known to its limit: it has more. */
+	if (capped && i < n)
+		*more = 1;
 	if (unknown)
 		*more = 1;
 out:

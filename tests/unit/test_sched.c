@@ -732,6 +732,55 @@ biz_for_shard(struct sched *s, int sh, int nth, char biz[32])
 	}
 }
 
+/*
+ * Jobs pushed together tie (same priority, same due): 10 in each of six
+ * shards, more than the reserve knows of a shard at first.  A reserve for
+ * 40 gets 40 in its passes, taking the tied jobs of the next shards when
+ * it has taken all it knows of one; it stopped at each shard's last known
+ * job, one shard a pass, and four passes gave 38.  The 20 left come next.
+ */
+#define TIE_SHARDS	6
+#define TIE_PER		10
+
+static void
+test_reserve_many_ties(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	char id[ID_LEN + 65], biz[32];
+	struct sched_job *out[TIE_SHARDS * TIE_PER];
+	int64_t due = clock_wall_ms() + 10;
+	int64_t want[SCHED_NSTATES] = { 0 };
+	int sh, k;
+	size_t n, i, j;
+
+	for (sh = 0; sh < TIE_SHARDS; sh++)
+		for (k = 0; k < TIE_PER; k++) {
+			biz_for_shard(s, sh, k, biz);
+			push(s, "pull", due, 0, biz, id);
+		}
+	clock_advance_ms(100);
+	kick_wait(s);
+	want[SCHED_READY] = TIE_SHARDS * TIE_PER;
+	expect_counts(s, "pull", want);
+	assert_int_equal(sched_reserve_many(s, T_TENANT, "pull", 0, 40, out,
+	    &n), SCHED_OK);
+	assert_int_equal(n, 40);
+	for (i = 0; i < n; i++)
+		for (j = 0; j < i; j++)
+			assert_string_not_equal(out[i]->id, out[j]->id);
+	for (i = 0; i < n; i++)
+		sched_job_free(out[i]);
+	assert_int_equal(sched_reserve_many(s, T_TENANT, "pull", 0, 40, out,
+	    &n), SCHED_OK);
+	assert_int_equal(n, TIE_SHARDS * TIE_PER - 40);
+	for (i = 0; i < n; i++)
+		sched_job_free(out[i]);
+	want[SCHED_READY] = 0;
+	want[SCHED_IN_FLIGHT] = TIE_SHARDS * TIE_PER;
+	expect_counts(s, "pull", want);
+}
+
 static void
 reserve_expect(struct sched *s, const char *id, struct sched_job **keep)
 {
@@ -2778,6 +2827,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reserve_many, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_many_one_shard,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserve_many_ties,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reserve_heads_forgotten,
 		    setup, teardown),
