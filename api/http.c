@@ -1151,6 +1151,16 @@ busy_drop(struct api_server *srv)
 	}
 }
 
+/* rp counted as busy by its own thread, once. */
+static void
+busy_mark(struct api_server *srv, struct req_priv *rp)
+{
+	if (rp->busy)
+		return;
+	rp->busy = 1;
+	__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
+}
+
 /* rp is no longer counted as busy by its own thread. */
 static void
 unbusy(struct api_server *srv, struct req_priv *rp)
@@ -1189,10 +1199,8 @@ suspend_req(struct api_req *req, int idle)
 		return;
 	}
 	MHD_suspend_connection(req->conn);
-	if (!idle && !rp->busy) {
-		rp->busy = 1;
-		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
-	}
+	if (!idle)
+		busy_mark(srv, rp);
 	rp->idle = idle;
 	req->suspended = 1;
 	rp->prev_susp = NULL;
@@ -1344,10 +1352,7 @@ run_handler(struct api_server *srv, struct api_req *req)
 	 * drain.
 	 */
 	if (!rp->ran) {
-		if (!rp->busy) {
-			rp->busy = 1;
-			__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
-		}
+		busy_mark(srv, rp);
 		if (__atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST)) {
 			unbusy(srv, rp);
 			api_add_header(req, "Connection", "close");

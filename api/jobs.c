@@ -1022,7 +1022,6 @@ look_queue(struct api_accept *a)
 	return queue_chain(&look_tail, a, &a->priv->next);
 }
 
-
 /*
  * Accepts the journal committed in its current group of callbacks, pushed
  * together by api_push_flush() at the end of the group: by the writer when
@@ -1336,9 +1335,11 @@ lookup_many(struct api_accept **v, size_t nv)
 					iv[k++] = v[j]->jobs[i].id;
 				}
 		e = sched_get_many(v[0]->priv->sched, tv, iv, n, out);
-		seen = xcalloc(n, sizeof(*seen));
-		if (e == SCHED_OK && jr != NULL)
-			journal_look(jr, tv, iv, out, n, seen);
+		if (e == SCHED_OK) {	/* seen is read only then */
+			seen = xcalloc(n, sizeof(*seen));
+			if (jr != NULL)
+				journal_look(jr, tv, iv, out, n, seen);
+		}
 	}
 	for (j = k = 0; j < nv; j++) {
 		p = v[j]->priv;

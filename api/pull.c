@@ -359,7 +359,6 @@ pull_main(void *arg)
 static int
 start_locked(void)
 {
-
 	if (pull_started)
 		return 0;
 	clock_cond_init(&pull_cond);
