@@ -64,6 +64,7 @@ struct sched_tenant {
 	unsigned char	*ready;		/* ready jobs may wait for dispatch */
 	unsigned char	*blocked;	/* dispatch waits for capacity */
 	uint64_t	 registered_gen; /* in rd:tenants as of this gen */
+	int		 first_shard;	/* timer thread only: a pass's first */
 };
 
 struct sched {

@@ -33,6 +33,7 @@
 #include "util/xmalloc.h"
 
 #define PASS_BUDGET	64	/* script calls per pass */
+#define RESERVE_MIN	64	/* jobs a reserve call is given at least */
 #define HEADS_PER_READ	16	/* topics of a shard looked at per pass */
 #define PURGE_CALLS	8	/* purge calls per shard per sweep */
 #define BACKOFF_MIN_MS	50
@@ -387,11 +388,20 @@ room_of(struct sched *s, struct room **rv, size_t *n, size_t *cap,
 	return &(*rv)[(*n)++];
 }
 
-/* An equal part of rm's room for each call still wanting some, rm's too. */
+/*
+ * An equal part of rm's room for each call still wanting some, rm's too,
+ * but at least RESERVE_MIN or all that is left: a reserve call costs Redis
+ * nearly as much for one job as for ten, so a small room is not spread
+ * over every shard a job at a time; the shards take turns (first_shard).
+ */
 static int
 room_part(const struct room *rm)
 {
-	return (int)(((int64_t)rm->left + rm->want) / (rm->want + 1));
+	int n = (int)(((int64_t)rm->left + rm->want) / (rm->want + 1));
+
+	if (n < RESERVE_MIN)
+		n = rm->left < RESERVE_MIN ? rm->left : RESERVE_MIN;
+	return n;
 }
 
 /* Whether the calls cv[0 .. n-1] already name topic for slot sl. */
@@ -423,10 +433,10 @@ push_topic(struct sched *s, const struct slot *sl, const char *topic,
 
 /*
  * Gives each reserve call its part of its topic's room and of its tenant's
- * (an equal part of each for every call still wanting some, the smaller of
- * the two, so a tenant's topics together reserve no more than the tenant
- * may start); appends it.  The rooms are indexes into one array, which
- * room_of() may move.
+ * (room_part() of each, the smaller of the two, so a tenant's topics
+ * together reserve no more than the tenant may start); appends it.  A call
+ * left without room is marked blocked.  The rooms are indexes into one
+ * array, which room_of() may move.
  */
 static void
 reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
@@ -474,6 +484,8 @@ reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
 		rc[i].n = n;
 		rc[i].sent = 1;
 		(*budget)--;
+		/* The next pass starts after the last shard given room. */
+		sl->t->first_shard = (sl->shard + 1) % s->cfg.shards;
 	}
 	free(rooms);
 }
@@ -485,9 +497,9 @@ reserve_send(struct sched *s, struct sched_pipe *q, struct call *rc,
  * call in one pipeline: Redis runs them in order, so a reserve sees what
  * the promote before it moved.  One promote call per due topic and pass
  * (a burst goes a batch per topic and shard at a time, and dispatch starts
- * with the first batch); a topic's room is shared among its slots (an
- * equal part each, at most scheduler.batch); a slot that may have more is
- * looked at again by the next pass.
+ * with the first batch); a topic's room is shared among its slots
+ * (room_part(), at most scheduler.batch each), the tenant's first shard
+ * first; a slot that may have more is looked at again by the next pass.
  */
 static void
 work_all(struct sched *s, redisContext *c, struct slot *sv, size_t nsl,
@@ -684,7 +696,7 @@ pass(struct sched *s, redisContext *c, int *spin, int *broken)
 	struct slot *sv = NULL, *sl;
 	size_t nt, k, i, nsl = 0;
 	int64_t now, due, dl;
-	int budget = PASS_BUDGET, more = 0, shard, rdy, unblock;
+	int budget = PASS_BUDGET, more = 0, shard, j, rdy, unblock;
 	uint32_t gen;
 
 	pthread_mutex_lock(&s->lock);
@@ -708,7 +720,8 @@ pass(struct sched *s, redisContext *c, int *spin, int *broken)
 	sv = xcalloc(nt * (size_t)s->cfg.shards + 1, sizeof(*sv));
 	for (k = 0; k < nt; k++) {
 		t = tv[(s->rr + k) % nt];
-		for (shard = 0; shard < s->cfg.shards; shard++) {
+		for (j = 0; j < s->cfg.shards; j++) {
+			shard = (t->first_shard + j) % s->cfg.shards;
 			if (!owned(s, shard))
 				continue;
 			pthread_mutex_lock(&s->lock);

@@ -1933,6 +1933,76 @@ test_tenant_capacity_shared(void **state)
 	expect_counts(s, NULL, want);
 }
 
+/* Pushes a job of topic due at due whose id is in shard sh. */
+static void
+push_in_shard(struct sched *s, const char *topic, int64_t due, int sh)
+{
+	struct sched_push p;
+	struct sched_push_result res;
+	char nid[ID_LEN + 1];
+
+	do
+		sched_new_id(s, NULL, nid);
+	while (sched_shard_of(s, nid) != sh);
+	memset(&p, 0, sizeof(p));
+	p.tenant = T_TENANT;
+	p.topic = topic;
+	p.id = nid;
+	p.run_at_ms = due;
+	p.body = "{\"n\":1}";
+	p.body_len = 7;
+	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+}
+
+/*
+ * A topic's small room is not spread over its shards a job at a time (a
+ * reserve call each): with room for 10 and 30 ready jobs in each of the
+ * 16 shards, a pass reserves all 10 from one shard, and the next pass
+ * given room starts after it, so each shard gets its turn: round r takes
+ * shard r's.
+ */
+static void
+test_room_shards_take_turns(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome ok = { SCHEDULE_OK, 0, -1 };
+	struct sched_job *j[10];
+	int64_t now = clock_wall_ms();
+	int i, r, sh;
+
+	pthread_mutex_lock(&f->rec.lock);
+	f->rec.capacity = 0;
+	pthread_mutex_unlock(&f->rec.lock);
+	for (sh = 0; sh < 16; sh++)
+		for (i = 0; i < 30; i++)
+			push_in_shard(s, "push", now + 10, sh);
+	clock_advance_ms(10);
+	kick_wait(s);			/* all ready, none reserved */
+	assert_int_equal(trec_delivered(&f->rec), 0);
+	for (r = 0; r < 16; r++) {
+		pthread_mutex_lock(&f->rec.lock);
+		f->rec.capacity = 10;
+		pthread_mutex_unlock(&f->rec.lock);
+		kick_wait(s);
+		pthread_mutex_lock(&f->rec.lock);
+		f->rec.capacity = 0;
+		pthread_mutex_unlock(&f->rec.lock);
+		assert_int_equal(trec_delivered(&f->rec), 10 * (r + 1));
+		for (i = 0; i < 10; i++) {
+			assert_non_null(j[i] = take_delivery(&f->rec));
+			assert_int_equal(sched_shard_of(s, j[i]->id), r);
+		}
+		for (i = 0; i < 10; i++) {
+			assert_int_equal(sched_report(s, T_TENANT, j[i]->id,
+			    j[i]->token, &ok, NULL, NULL), SCHED_OK);
+			sched_job_free(j[i]);
+		}
+	}
+	kick_wait(s);
+	assert_int_equal(trec_delivered(&f->rec), 160);
+}
+
 /*
  * The rebuild lock is taken only while a rebuild is owed (the flag): an
  * instance that waited for another must not take the lock the other just
@@ -2861,6 +2931,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_capacity_and_release,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tenant_capacity_shared,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_room_shards_take_turns,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_report_many, setup,
 		    teardown),
