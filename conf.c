@@ -94,7 +94,7 @@ static const struct conf_key conf_keys[] = {
 	    0),
 	NUM("scheduler.retention", CT_DURATION, sched_retention_ms, "1h", 0,
 	    30 * DAY_MS, 1),
-	NUM("dispatcher.threads", CT_INT, disp_threads, "1", 1, 64, 0),
+	NUM("dispatcher.threads", CT_INT, disp_threads, "2", 1, 64, 0),
 	{ "dispatcher.allow_private_targets", CT_BOOL, OFF(disp_allow_private),
 	  "false", 0, 1, 0, "RETRYD_ALLOW_PRIVATE_TARGETS", NULL, NULL },
 	NUM("dispatcher.timeout", CT_DURATION, disp_timeout_ms, "10s", 100,

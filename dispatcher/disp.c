@@ -2,11 +2,11 @@
  * disp.c - the dispatcher's lifecycle: start the loops, accept work, count
  * it, drain, stop.
  *
- * Key decision: a request goes to the loop chosen by a hash of its tenant and
- * topic, so one topic's callbacks (usually one receiver) share one libcurl
- * connection cache and keep-alive works, while different topics spread over
- * the threads.  No topic can block another inside a loop either: every
- * transfer is independent in the multi handle.  Two counts are kept: the
+ * Key decision: requests go to the loops in turn, so a burst of one topic
+ * (one receiver) uses every thread, not only the one its name hashes to;
+ * each loop keeps its own keep-alive connections to the receiver.  No topic
+ * can block another inside a loop either: every transfer is independent in
+ * the multi handle.  Two counts are kept: the
  * per-topic in-flight counts the scheduler reads (a request leaves them just
  * before its done() runs, so done() may refill the topic at once), and
  * "outstanding", which drops only after done() has returned and is what
@@ -188,8 +188,8 @@ disp_submit(struct dispatcher *d, struct disp_request *req)
 	x = xcalloc(1, sizeof(*x));
 	x->req = req;
 	buf_init(&x->excerpt, d->cfg.capture_max);
-	l = &d->loops[disp_topic_hash(req->tenant, req->topic) %
-	    (uint64_t)d->nloops];
+	l = &d->loops[__atomic_fetch_add(&d->next_loop, 1, __ATOMIC_RELAXED) %
+	    (unsigned)d->nloops];
 	disp_loop_enqueue(l, x);
 	return 0;
 }

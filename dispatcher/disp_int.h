@@ -202,6 +202,7 @@ struct dispatcher {
 	void		*arg;
 	struct disp_loop *loops;
 	int		 nloops;
+	unsigned	 next_loop;	/* atomic: round-robin over loops */
 	struct disp_counts counts;
 
 	pthread_mutex_t	 lock;		/* guards the members below */

@@ -705,6 +705,31 @@ test_keepalive(void **state)
 	assert_int_equal(tsrv_req(f->srv, 1)->conn, 1);
 }
 
+/*
+ * One topic's requests go to the loops in turn, so a burst of one topic
+ * uses every thread: one after another, four requests of one topic over
+ * two loops come on two connections (one per loop, not one for the topic),
+ * each kept alive for its loop's next.
+ */
+static void
+test_loops_take_turns(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+	int i;
+
+	start_disp(f, 2, 1, 0, 0);
+	for (i = 0; i < 4; i++) {
+		s = run_one(f, "/ok", 0);
+		assert_int_equal(s->res.kind, SCHEDULE_OK);
+		slot_clear(s);
+	}
+	assert_int_equal(tsrv_nreqs(f->srv), 4);
+	assert_int_equal(tsrv_accepts(f->srv), 2);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(tsrv_req(f->srv, i)->conn, 1 + i % 2);
+}
+
 static void
 count_topic(const char *tenant, const char *topic, int n, void *arg)
 {
@@ -788,7 +813,8 @@ test_submit_from_done(void **state)
 		assert_int_equal(f->slots[i].order, i + 1);
 	}
 	assert_int_equal(f->errors, 0);
-	assert_int_equal(tsrv_accepts(f->srv), 1);
+	/* The loops take turns: one kept-alive connection each. */
+	assert_int_equal(tsrv_accepts(f->srv), 2);
 }
 
 static void
@@ -1283,6 +1309,7 @@ main(void)
 		T(test_header_cap),
 		T(test_bad_header_not_sent),
 		T(test_keepalive),
+		T(test_loops_take_turns),
 		T(test_no_hol_1),
 		T(test_no_hol_4),
 		T(test_submit_from_done),
