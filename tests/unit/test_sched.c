@@ -92,16 +92,14 @@ teardown(void **state)
 	return 0;
 }
 
-/* Pushes a job due at due with these fields; returns its id. */
+/* Pushes a job with id nid due at due with these fields; returns its id. */
 static void
-push(struct sched *s, const char *topic, int64_t due, int pri,
-    const char *bizkey, char id[ID_LEN + 65])
+push_as(struct sched *s, const char *topic, const char *nid, int64_t due,
+    int pri, const char *bizkey, char id[ID_LEN + 65])
 {
 	struct sched_push p;
 	struct sched_push_result res;
-	char nid[ID_LEN + 1];
 
-	sched_new_id(s, bizkey, nid);
 	memset(&p, 0, sizeof(p));
 	p.tenant = T_TENANT;
 	p.topic = topic;
@@ -113,6 +111,17 @@ push(struct sched *s, const char *topic, int64_t due, int pri,
 	p.body_len = 7;
 	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
 	snprintf(id, ID_LEN + 65, "%s", res.id);
+}
+
+/* The same with a new id. */
+static void
+push(struct sched *s, const char *topic, int64_t due, int pri,
+    const char *bizkey, char id[ID_LEN + 65])
+{
+	char nid[ID_LEN + 1];
+
+	sched_new_id(s, bizkey, nid);
+	push_as(s, topic, nid, due, pri, bizkey, id);
 }
 
 static enum sched_state
@@ -1937,21 +1946,12 @@ test_tenant_capacity_shared(void **state)
 static void
 push_in_shard(struct sched *s, const char *topic, int64_t due, int sh)
 {
-	struct sched_push p;
-	struct sched_push_result res;
-	char nid[ID_LEN + 1];
+	char nid[ID_LEN + 1], id[ID_LEN + 65];
 
 	do
 		sched_new_id(s, NULL, nid);
 	while (sched_shard_of(s, nid) != sh);
-	memset(&p, 0, sizeof(p));
-	p.tenant = T_TENANT;
-	p.topic = topic;
-	p.id = nid;
-	p.run_at_ms = due;
-	p.body = "{\"n\":1}";
-	p.body_len = 7;
-	assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+	push_as(s, topic, nid, due, 0, NULL, id);
 }
 
 /*
