@@ -6,11 +6,10 @@
  * (one receiver) uses every thread, not only the one its name hashes to;
  * each loop keeps its own keep-alive connections to the receiver.  No topic
  * can block another inside a loop either: every transfer is independent in
- * the multi handle.  Two counts are kept: the
- * per-topic in-flight counts the scheduler reads (a request leaves them just
- * before its done() runs, so done() may refill the topic at once), and
- * "outstanding", which drops only after done() has returned and is what
- * disp_drain() waits for.
+ * the multi handle.  Two counts are kept: the per-topic in-flight counts the
+ * scheduler reads (a request leaves them just before its done() runs, so
+ * done() may refill the topic at once), and "outstanding", which drops only
+ * after done() has returned and is what disp_drain() waits for.
  *
  * Lock order: none is needed.  d->lock, the counts' lock and each loop's lock
  * are never held together, and no lock is held while done() runs.
