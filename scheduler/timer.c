@@ -955,20 +955,10 @@ out:
 static void
 timer_wait(struct sched *s, int64_t ms)
 {
-	struct timespec ts;
-
 	pthread_mutex_lock(&s->lock);
 	if (!s->stopping && !s->kicked && !s->woken && !s->unblock &&
-	    ms > 0) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(ms / 1000);
-		ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		(void)pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-	}
+	    ms > 0)
+		(void)clock_cond_wait_us(&s->cond, &s->lock, ms * 1000);
 	s->woken = 0;
 	pthread_mutex_unlock(&s->lock);
 }
