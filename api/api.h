@@ -63,7 +63,8 @@ size_t	api_body_limit(void *arg);
  * Pull consumers.  api_pull_notify() is the scheduler's `ready` hook: jobs
  * became ready in tenant/topic, wake a waiting consumer (any thread, never
  * blocks on I/O).  api_pull_start() starts the deadline thread (also started
- * lazily by the first long-poll); api_pull_stop() joins it: call it after
+ * lazily by the first long-poll); api_pull_stop() joins it and the batch
+ * workers (pull_batch.c), whether or not it ever started: call it after
  * api_server_stop().  api_pull_kick() makes the deadline thread look again
  * now (after the fake clock moved).
  */

@@ -387,19 +387,22 @@ api_pull_start(void)
 void
 api_pull_stop(void)
 {
+	int started;
+
 	pthread_mutex_lock(&pull_lock);
-	if (!pull_started) {
-		pthread_mutex_unlock(&pull_lock);
-		return;
+	if ((started = pull_started)) {
+		pull_stopping = 1;
+		pthread_cond_signal(&pull_cond);
 	}
-	pull_stopping = 1;
-	pthread_cond_signal(&pull_cond);
 	pthread_mutex_unlock(&pull_lock);
-	pthread_join(pull_thr, NULL);
-	pthread_mutex_lock(&pull_lock);
-	pthread_cond_destroy(&pull_cond);
-	pull_started = 0;
-	pthread_mutex_unlock(&pull_lock);
+	if (started) {
+		pthread_join(pull_thr, NULL);
+		pthread_mutex_lock(&pull_lock);
+		pthread_cond_destroy(&pull_cond);
+		pull_started = 0;
+		pthread_mutex_unlock(&pull_lock);
+	}
+	/* The batch workers run without the deadline thread too. */
 	pull_batch_stop();
 }
 
