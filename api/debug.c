@@ -9,6 +9,11 @@
  * has seen the new time before it asserts that something did not happen.
  * With the fake clock off these routes answer 404: they do not exist in
  * production.
+ *
+ * GET/POST /v1/debug/pull-hold holds the pull reserve worker before it
+ * applies a batch ({"hold": true}, until {"hold": false} or the stop), and
+ * says how many reserves wait there, so a test can end a consumer's
+ * request while its reserve is in progress.
  */
 #include "config.h"
 
@@ -17,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "api/api.h"
+#include "api/pull_batch.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
 
@@ -103,10 +109,54 @@ clock_post(struct api_req *req)
 	clock_reply(req, ctx);
 }
 
+static void
+hold_reply(struct api_req *req)
+{
+	json_object *o = json_object_new_object();
+	size_t waiting;
+	int on = pull_batch_holding(&waiting);
+
+	json_object_object_add(o, "hold", json_object_new_boolean(on));
+	json_object_object_add(o, "waiting",
+	    json_object_new_int64((int64_t)waiting));
+	api_reply_json(req, 200, o);
+}
+
+static void
+hold_get(struct api_req *req)
+{
+	if (fake_only(req) == -1)
+		return;
+	hold_reply(req);
+}
+
+static void
+hold_post(struct api_req *req)
+{
+	json_object *body, *v;
+
+	if (fake_only(req) == -1 || api_body_json(req, &body) == -1)
+		return;
+	if (!json_object_object_get_ex(body, "hold", &v) ||
+	    !json_object_is_type(v, json_type_boolean)) {
+		json_object_put(body);
+		api_error(req, 400, "invalid_field", "hold",
+		    "hold must be true or false");
+		return;
+	}
+	pull_batch_hold(json_object_get_boolean(v));
+	json_object_put(body);
+	hold_reply(req);
+}
+
 const struct api_route api_routes_debug[] = {
 	{ "GET", "/v1/debug/clock", API_AUTH_ADMIN, clock_get,
 	  "read the test clock", 0 },
 	{ "POST", "/v1/debug/clock", API_AUTH_ADMIN, clock_post,
 	  "move the test clock", 0 },
+	{ "GET", "/v1/debug/pull-hold", API_AUTH_ADMIN, hold_get,
+	  "read the pull reserve worker's test hold", 0 },
+	{ "POST", "/v1/debug/pull-hold", API_AUTH_ADMIN, hold_post,
+	  "hold or let go the pull reserve worker (tests)", 0 },
 	{ NULL, NULL, 0, NULL, NULL, 0 },
 };

@@ -33,13 +33,13 @@ EXTRA_DIST += tests/openapi_check.sh
 # Black-box tests of the REST API (test_api_lib.py is their shared helper).
 TESTS += tests/bb/test_api_tenants.py tests/bb/test_api_topics.py \
 	tests/bb/test_api_jobs.py tests/bb/test_api_pull.py \
-	tests/bb/test_api_pull_batch.py \
+	tests/bb/test_api_pull_batch.py tests/bb/test_api_pull_gone.py \
 	tests/bb/test_api_original.py tests/bb/test_api_isolation.py \
 	tests/bb/test_api_malformed.py
 EXTRA_DIST += tests/bb/test_api_lib.py tests/bb/test_api_tenants.py \
 	tests/bb/test_api_topics.py tests/bb/test_api_jobs.py \
 	tests/bb/test_api_pull.py tests/bb/test_api_pull_batch.py \
-	tests/bb/test_api_original.py \
+	tests/bb/test_api_pull_gone.py tests/bb/test_api_original.py \
 	tests/bb/test_api_isolation.py tests/bb/test_api_malformed.py
 libapi_a_SOURCES += api/jobs_journal.c api/jobs_journal.h
 

@@ -676,14 +676,22 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	struct waiter *w;
 	enum sched_err e;
 	size_t n;
+	int first;
 
-	if (req->state == NULL && reserve_begin(req, topic, original) == -1)
+	if ((first = req->state == NULL) &&
+	    reserve_begin(req, topic, original) == -1)
 		return;
 	w = req->state;
 	if ((op = w->op) != NULL) {
 		if (!pull_op_wait(req, op))
 			return;
 		w->op = NULL;
+		if (op->njobs > 0 && api_client_gone(req)) {
+			/* Left during the reserve: its jobs go back. */
+			pull_op_release(op);
+			api_reply_empty(req, 204);
+			return;
+		}
 		e = op->err;
 		jobs = op->jobs;
 		n = op->njobs;
@@ -700,8 +708,9 @@ api_pull_reserve(struct api_req *req, const char *topic, int original)
 	/*
 	 * A consumer that left while parked must not take a job it will
 	 * never see: end it, and pass a wake-up it may have had to the next.
+	 * (One that just asked is asked again only if its reserve got jobs.)
 	 */
-	if (api_client_gone(req)) {
+	if (!first && api_client_gone(req)) {
 		api_reply_empty(req, 204);
 		pthread_mutex_lock(&pull_lock);
 		if (!w->timed_out && w->list->head != NULL &&

@@ -25,7 +25,9 @@
  *    nothing.
  *  - An op is shared by its request and the worker (refs, under pb_lock);
  *    a request that ends first (the server stopping) leaves its op to the
- *    worker, which still applies it and frees it.
+ *    worker, which still applies it and frees it.  Jobs reserved for a
+ *    request that can no longer answer are given back (give_back()), not
+ *    left in flight until their ttr counts an attempt nobody made.
  *
  * Lock order: pb_lock, then the HTTP server's lock (api_resume).
  */
@@ -60,6 +62,12 @@ static struct pb_queue pb_q[2] = {
 	    PULL_OP_FINISH },
 };
 static int pb_stopping;
+static pthread_cond_t pb_hold_cond = PTHREAD_COND_INITIALIZER;
+static int pb_hold;		/* tests: pull_batch_hold() */
+static size_t pb_held;		/* reserves waiting at the hold */
+
+static int queue_locked(struct pull_op *op);
+static void finish_batch(struct pull_op **v, size_t n);
 
 struct pull_op *
 pull_op_new(struct api_req *req, enum pull_op_kind kind)
@@ -83,17 +91,65 @@ unref_locked(struct pull_op *op)
 	return --op->refs == 0;
 }
 
+static void give_back(struct pull_op *op);
+
 static void
 op_free(struct pull_op *op)
 {
 	size_t i;
 
+	if (op->kind == PULL_OP_RESERVE && op->njobs > 0)
+		give_back(op);
 	for (i = 0; i < op->njobs; i++)
 		sched_job_free(op->jobs[i]);
 	free(op->jobs);
 	if (op->items != &op->one)
 		free(op->items);
 	free(op);
+}
+
+/*
+ * The jobs of reserve op, which no handler took, released (finish.lua's
+ * release: back to ready, no attempt counted) by a finish op of their
+ * own queued to the ack worker, or here when no worker runs (stopping).
+ * A job finished or reserved again meanwhile is refused by its token.
+ */
+static void
+give_back(struct pull_op *op)
+{
+	struct pull_op *r = xcalloc(1, sizeof(*r));
+	struct pull_item *it;
+	size_t i;
+	int queued, last = 0;
+
+	r->kind = PULL_OP_FINISH;
+	r->sched = op->sched;
+	r->refs = 1;
+	r->release = 1;
+	memcpy(r->tenant, op->tenant, sizeof(r->tenant));
+	r->items = xcalloc(op->njobs, sizeof(*r->items));
+	r->nitems = op->njobs;
+	for (i = 0; i < op->njobs; i++) {
+		/* Ids and tokens fit: the API takes no longer ones. */
+		it = &r->items[i];
+		snprintf(it->id, sizeof(it->id), "%.*s",
+		    (int)sizeof(it->id) - 1, op->jobs[i]->id);
+		snprintf(it->token, sizeof(it->token), "%.*s",
+		    (int)sizeof(it->token) - 1, op->jobs[i]->token);
+	}
+	log_info("pull: %zu job%s reserved in %s/%s for a request that "
+	    "ended given back", op->njobs, op->njobs == 1 ? "" : "s",
+	    op->tenant, op->topic);
+	pthread_mutex_lock(&pb_lock);
+	if ((queued = queue_locked(r) == 0))
+		last = unref_locked(r);
+	pthread_mutex_unlock(&pb_lock);
+	if (!queued) {
+		finish_batch(&r, 1);
+		last = 1;
+	}
+	if (last)
+		op_free(r);
 }
 
 void
@@ -221,6 +277,7 @@ finish_batch(struct pull_op **v, size_t n)
 				it[k].tenant = v[j]->tenant;
 				it[k].id = pi->id;
 				it[k].token = pi->token;
+				it[k].release = v[j]->release;
 				it[k].outcome.kind = v[j]->ack ? SCHEDULE_OK :
 				    SCHEDULE_NACK;
 				it[k].outcome.retry_after_ms = -1;
@@ -324,6 +381,12 @@ worker_main(void *arg)
 		}
 		if (q->head == NULL)
 			q->tail = &q->head;
+		if (q->kind == PULL_OP_RESERVE && pb_hold && !pb_stopping) {
+			pb_held += n;
+			while (pb_hold && !pb_stopping)
+				pthread_cond_wait(&pb_hold_cond, &pb_lock);
+			pb_held -= n;
+		}
 		pthread_mutex_unlock(&pb_lock);
 		apply(q->kind, v, n);
 		pthread_mutex_lock(&pb_lock);
@@ -426,6 +489,7 @@ pull_batch_stop(void)
 	pb_stopping = 1;
 	for (i = 0; i < 2; i++)
 		pthread_cond_broadcast(&pb_q[i].cond);
+	pthread_cond_broadcast(&pb_hold_cond);
 	pthread_mutex_unlock(&pb_lock);
 	for (i = 0; i < 2; i++) {
 		if (!pb_q[i].started)
@@ -436,4 +500,25 @@ pull_batch_stop(void)
 	pthread_mutex_lock(&pb_lock);
 	pb_stopping = 0;
 	pthread_mutex_unlock(&pb_lock);
+}
+
+void
+pull_batch_hold(int on)
+{
+	pthread_mutex_lock(&pb_lock);
+	pb_hold = on;
+	pthread_cond_broadcast(&pb_hold_cond);
+	pthread_mutex_unlock(&pb_lock);
+}
+
+int
+pull_batch_holding(size_t *waiting)
+{
+	int on;
+
+	pthread_mutex_lock(&pb_lock);
+	on = pb_hold;
+	*waiting = pb_held;
+	pthread_mutex_unlock(&pb_lock);
+	return on;
 }

@@ -52,6 +52,8 @@ struct pull_op {
 	size_t			 nitems;
 	struct pull_item	 one;
 	int			 ack;				/* finish */
+	int			 release;	/* finish: give the jobs back
+						   (no attempt counted) */
 	struct jrnl		*jrnl;	/* finish: wait for the commit of its
 					   transition (sync mode); NULL: not */
 	/* Out: valid once the handler runs again. */
@@ -72,7 +74,12 @@ struct pull_op {
  * array of its own (freed with the op).
  */
 struct pull_op *pull_op_new(struct api_req *req, enum pull_op_kind kind);
-/* The request is done with op (its free_state, or after answering). */
+/*
+ * The request is done with op (its free_state, or after answering).  Jobs
+ * a reserve holds that its handler did not take (op->njobs > 0: the
+ * request ended first, or the consumer left) are given back to their
+ * ready sets with no attempt counted, as if never reserved.
+ */
 void	pull_op_release(struct pull_op *op);
 /*
  * Parks req and queues op: 0, and the handler runs again once op is done.
@@ -83,5 +90,13 @@ int	pull_op_submit(struct api_req *req, struct pull_op *op);
 int	pull_op_wait(struct api_req *req, struct pull_op *op);
 /* Applies what is queued and joins the workers (after the server stops). */
 void	pull_batch_stop(void);
+/*
+ * Tests only (the debug routes, with the fake clock): while held, the
+ * reserve worker takes its batch and waits before applying it, so a test
+ * can act while a reserve is in progress.  The stop lets it go.
+ */
+void	pull_batch_hold(int on);
+/* 1 when held; *waiting: reserves taken and waiting at the hold. */
+int	pull_batch_holding(size_t *waiting);
 
 #endif
