@@ -654,7 +654,8 @@ struct pull {
 	int64_t		 bad;
 	struct consumer	*cons;
 	uint8_t		*seen;
-	struct samples	 lat_us;
+	struct samples	 lat_us;	/* reserves */
+	struct samples	 ack_lat_us;
 	struct hc_pool	*pool;
 	char		 first_error[256];
 };
@@ -715,6 +716,7 @@ pull_done(void *arg, int slot, const struct hc_resp *r)
 
 	if (c->acking) {
 		c->acking = 0;
+		samples_add(&p->ack_lat_us, r->lat_us);
 		if (r->status != 200 && r->status != 204) {
 			pull_error(p, r, "ack");
 			return;
@@ -782,6 +784,7 @@ w5_single(struct bench *b)
 	hc_pool_run(p.pool, t0 + b->wait_ms * 1000);
 	elapsed = hc_mono_us() - t0;
 	jset_pcts_ms(o, "reserve", &p.lat_us);
+	jset_pcts_ms(o, "ack", &p.ack_lat_us);
 	w5_check(b, "w5", o, &r, p.seen, elapsed, p.acked, p.empty, p.dups,
 	    p.bad, p.errors, p.first_error);
 out:
@@ -789,6 +792,7 @@ out:
 	free(p.cons);
 	free(p.seen);
 	samples_free(&p.lat_us);
+	samples_free(&p.ack_lat_us);
 	push_result_free(&r);
 	return rc;
 }
