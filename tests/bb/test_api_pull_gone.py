@@ -36,23 +36,34 @@ def waiting():
     return b["waiting"]
 
 
-def ready_job(q):
-    """A job pushed to pull topic q, once the timer has made it ready."""
+def ready_job():
+    """A new pull topic and a job pushed to it, once the timer has made
+    the job ready: (topic, job id)."""
+    q = E.topic(KEY, mode="pull", ttr_ms=TTR)["name"]
     j = E.push(KEY, q, {"gone": True})
 
     def ready():
         return E.job(KEY, j["id"])["state"] == "ready"
     harness.wait_for(ready, what="the job to be ready")
-    return j["id"]
+    return q, j["id"]
 
 
-def reserve_held(q):
-    """A reserve on a socket of its own, waiting at the held worker."""
-    s = socket.create_connection((E.d.host, E.d.port), 5)
-    s.sendall(("GET /v1/topics/%s/reserve?wait_ms=0 HTTP/1.1\r\n"
-               "Host: x\r\nAuthorization: Bearer %s\r\n\r\n" %
-               (q, KEY)).encode())
-    harness.wait_for(lambda: waiting() == 1, what="the reserve to be held")
+def reserve_held(q, let_go=True):
+    """A reserve of q on a socket of its own, held at the worker; the
+    worker is let go before returning unless let_go is False."""
+    hold(True)
+    try:
+        s = socket.create_connection((E.d.host, E.d.port), 5)
+        s.sendall(("GET /v1/topics/%s/reserve?wait_ms=0 HTTP/1.1\r\n"
+                   "Host: x\r\nAuthorization: Bearer %s\r\n\r\n" %
+                   (q, KEY)).encode())
+        harness.wait_for(lambda: waiting() == 1,
+                         what="the reserve to be held")
+    except BaseException:
+        hold(False)
+        raise
+    if let_go:
+        hold(False)
     return s
 
 
@@ -83,14 +94,10 @@ def _():
 
 @t.test("a consumer that leaves during its reserve does not take the job")
 def _():
-    q = E.topic(KEY, mode="pull", ttr_ms=TTR)["name"]
-    jid = ready_job(q)
-    hold(True)
-    try:
-        s = reserve_held(q)
-        s.close()
-    finally:
-        hold(False)
+    q, jid = ready_job()
+    s = reserve_held(q, let_go=False)
+    s.close()
+    hold(False)
     r = given_back(q, jid)
     st, _, b = E.req("POST", "/v1/jobs/%s/ack" % jid, {"token": r["token"]},
                      key=KEY)
@@ -99,13 +106,8 @@ def _():
 
 @t.test("a consumer still there gets the job the held reserve took")
 def _():
-    q = E.topic(KEY, mode="pull", ttr_ms=TTR)["name"]
-    jid = ready_job(q)
-    hold(True)
-    try:
-        s = reserve_held(q)
-    finally:
-        hold(False)
+    q, jid = ready_job()
+    s = reserve_held(q)
     try:
         s.settimeout(10)
         got = b""
@@ -122,10 +124,8 @@ def _():
 
 @t.test("a reserve in progress when the server stops gives its job back")
 def _():
-    q = E.topic(KEY, mode="pull", ttr_ms=TTR)["name"]
-    jid = ready_job(q)
-    hold(True)
-    s = reserve_held(q)
+    q, jid = ready_job()
+    s = reserve_held(q, let_go=False)
     try:
         mark = E.d.log_mark()
         E.d.signal(signal.SIGTERM)
