@@ -137,9 +137,9 @@ give_back(struct pull_op *op)
 		snprintf(it->token, sizeof(it->token), "%.*s",
 		    (int)sizeof(it->token) - 1, op->jobs[i]->token);
 	}
-	log_info("pull: %zu job%s reserved in %s/%s for a request that "
-	    "ended given back", op->njobs, op->njobs == 1 ? "" : "s",
-	    op->tenant, op->topic);
+	log_info("pull: %zu job%s of %s/%s given back: reserved for a "
+	    "consumer that left or a request that ended", op->njobs,
+	    op->njobs == 1 ? "" : "s", op->tenant, op->topic);
 	pthread_mutex_lock(&pb_lock);
 	if ((queued = queue_locked(r) == 0))
 		last = unref_locked(r);
