@@ -100,6 +100,12 @@ op_free(struct pull_op *op)
 
 	if (op->kind == PULL_OP_RESERVE && op->njobs > 0)
 		give_back(op);
+	for (i = 0; op->release && i < op->nitems; i++)
+		if (op->items[i].err == SCHED_EUNAVAIL ||
+		    op->items[i].err == SCHED_EINTERNAL)
+			log_warnx("pull: job %s/%s not given back (%s): it "
+			    "comes back when its ttr runs out", op->tenant,
+			    op->items[i].id, sched_strerror(op->items[i].err));
 	for (i = 0; i < op->njobs; i++)
 		sched_job_free(op->jobs[i]);
 	free(op->jobs);
