@@ -21,6 +21,8 @@ EXTRA_DIST += tests/bb/test_journal_lib.py \
 	tests/bb/test_journal_crash.py tests/bb/test_journal_outage.py
 TESTS += tests/bb/test_journal_dedup.py
 EXTRA_DIST += tests/bb/test_journal_dedup.py
+TESTS += tests/bb/test_journal_model.py
+EXTRA_DIST += tests/bb/test_journal_model.py
 TESTS += tests/bb/test_cluster.py
 EXTRA_DIST += tests/bb/test_cluster.py
 TESTS += tests/bb/test_cluster3.py
