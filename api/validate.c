@@ -210,6 +210,27 @@ member(json_object *obj, const char *name, int *present)
 	return v;
 }
 
+/*
+ * A number out of [min, max].  max INT64_MAX - 1 means no bound of its own
+ * (a later check, such as the horizon, has one): it is not named.
+ */
+static void
+range_error(struct api_req *req, const char *field, int64_t min,
+    int64_t max, int overflow)
+{
+	if (max < INT64_MAX - 1)
+		api_error(req, 400, "invalid_field", field, overflow ?
+		    "%s overflows (allowed: %" PRId64 " to %" PRId64 ")" :
+		    "%s must be between %" PRId64 " and %" PRId64, field, min,
+		    max);
+	else if (overflow)
+		api_error(req, 400, "invalid_field", field,
+		    "%s overflows a 64-bit integer", field);
+	else
+		api_error(req, 400, "invalid_field", field,
+		    "%s must be %" PRId64 " or more", field, min);
+}
+
 int
 api_json_int(struct api_req *req, json_object *obj, const char *name,
     const char *field, int64_t min, int64_t max, int64_t *out, int *present)
@@ -225,16 +246,9 @@ api_json_int(struct api_req *req, json_object *obj, const char *name,
 		return -1;
 	}
 	n = json_object_get_int64(v);
-	if (n == INT64_MAX || n == INT64_MIN) {
-		api_error(req, 400, "invalid_field", field,
-		    "%s overflows (allowed: %" PRId64 " to %" PRId64 ")",
-		    field, min, max);
-		return -1;
-	}
-	if (n < min || n > max) {
-		api_error(req, 400, "invalid_field", field,
-		    "%s must be between %" PRId64 " and %" PRId64, field, min,
-		    max);
+	if (n == INT64_MAX || n == INT64_MIN || n < min || n > max) {
+		range_error(req, field, min, max, n == INT64_MAX ||
+		    n == INT64_MIN);
 		return -1;
 	}
 	*out = n;
@@ -485,9 +499,7 @@ api_query_int(struct api_req *req, const char *name, int64_t min,
 		return -1;
 	}
 	if (v < min || v > max) {
-		api_error(req, 400, "invalid_field", name,
-		    "%s must be between %" PRId64 " and %" PRId64, name, min,
-		    max);
+		range_error(req, name, min, max, 0);
 		return -1;
 	}
 	*out = v;

@@ -137,6 +137,16 @@ def _():
             ({"delay": 5}, "delay", "unknown_field"),
             ({"id": "my-id"}, "id", "unknown_field")]:
         expect_error(push(body), 400, code, field)
+    # The message names the bound that applies: no upper one where the
+    # horizon (its own error) is the limit.
+    for body, msg in [({"delay_ms": -1}, "delay_ms must be 0 or more"),
+                      ({"run_at_ms": -5}, "run_at_ms must be 0 or more"),
+                      ({"delay_ms": 2 ** 63},
+                       "delay_ms overflows a 64-bit integer"),
+                      ({"priority": 1001},
+                       "priority must be between -1000 and 1000")]:
+        b = expect_error(push(body), 400, "invalid_field")
+        assert b["error"]["message"] == msg, (body, b)
     # A time in the past means now.
     st, _, b = push({"run_at_ms": 1000})
     assert st == 201, b
