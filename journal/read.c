@@ -431,36 +431,67 @@ jrnl_get_job(struct jrnl *j, const char *tenant, const char *id,
 	return deliver_jobs(&r, cb, arg);
 }
 
+struct pair {
+	const char	*tenant, *id;
+};
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	const struct pair *x = a, *y = b;
+	int c;
+
+	if ((c = strcmp(x->tenant, y->tenant)) != 0)
+		return c;
+	return strcmp(x->id, y->id);
+}
+
 enum jrnl_err
 jrnl_get_jobs(struct jrnl *j, const char *const *tenants,
     const char *const *ids, size_t n, jrnl_job_fn cb, void *arg)
 {
 	struct rows all = { 0 }, r;
 	struct jrnl_val a[2 * JRNL_PUT_ROWS_MAX];
-	enum jrnl_err e;
-	size_t i, k, rows;
+	struct pair *p;
+	enum jrnl_err e = JRNL_OK;
+	size_t i, k, m, rows;
 	int size;
 
 	if (j == NULL || (n > 0 && (tenants == NULL || ids == NULL)) ||
 	    cb == NULL)
 		return JRNL_EINVAL;
+	if (n == 0)
+		return JRNL_OK;
+	/* Each pair once, whichever statements its asks would fall in. */
+	p = xreallocarray(NULL, n, sizeof(*p));
+	for (i = 0; i < n; i++) {
+		p[i].tenant = tenants[i];
+		p[i].id = ids[i];
+	}
+	qsort(p, n, sizeof(*p), pair_cmp);
+	for (i = m = 0; i < n; i++)
+		if (m == 0 || pair_cmp(&p[m - 1], &p[i]) != 0)
+			p[m++] = p[i];
 	/* Each statement's rows apart: read_rows() drops them on a retry. */
-	for (i = 0; i < n; i += rows) {
-		size = jrnl_many_size(n - i);
+	for (i = 0; i < m; i += rows) {
+		size = jrnl_many_size(m - i);
 		rows = (size_t)1 << size;
 		for (k = 0; k < rows; k++) {
-			a[2 * k] = jrnl_vtext(tenants[i + k]);
-			a[2 * k + 1] = jrnl_vtext(ids[i + k]);
+			a[2 * k] = jrnl_vtext(p[i + k].tenant);
+			a[2 * k + 1] = jrnl_vtext(p[i + k].id);
 		}
 		memset(&r, 0, sizeof(r));
 		if ((e = read_rows(j, JS_GET_MANY + size, a, 2 * rows,
-		    job_row, &r)) != JRNL_OK) {
-			rows_free(&all);
-			return e;
-		}
+		    job_row, &r)) != JRNL_OK)
+			break;
 		for (k = 0; k < r.n; k++)
 			rows_add(&all, r.v[k]);
 		free(r.v);
+	}
+	free(p);
+	if (e != JRNL_OK) {
+		rows_free(&all);
+		return e;
 	}
 	return deliver_jobs(&all, cb, arg);
 }

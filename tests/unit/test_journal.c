@@ -512,10 +512,12 @@ test_put_many(void **state)
 }
 
 /*
- * jrnl_get_jobs() finds every pair asked, in a few statements (100 pairs:
- * 32, 32, 32 and 4 rows): each job of two tenants once, with its own
- * values, an id asked twice once; an id under the other tenant or an
- * unknown one, nothing; none asked, nothing called.
+ * jrnl_get_jobs() finds every pair asked, in a few statements (100 asks of
+ * 83 pairs: 32, 32, 16, 2 and 1 rows): each job of two tenants once, with
+ * its own values, an id asked twice once (GJ005 asked twice among its 32,
+ * GJ009 apart, where the asks' order would put it in another statement);
+ * an id under the other tenant or an unknown one, nothing; none asked,
+ * nothing called.
  */
 #define GJ_JOBS		80
 #define GJ_ASK		100
@@ -584,6 +586,8 @@ test_get_jobs(void **state)
 	iv[GJ_JOBS + 1] = ids[5];
 	tv[GJ_JOBS + 2] = "gj-c";
 	iv[GJ_JOBS + 2] = ids[7];
+	tv[GJ_ASK - 1] = jobs[9].tenant;	/* GJ009 twice, far apart */
+	iv[GJ_ASK - 1] = ids[9];
 	memset(&g, 0, sizeof(g));
 	g.jobs = jobs;
 	assert_int_equal(jrnl_get_jobs(j, tv, iv, GJ_ASK, gj_row, &g),
