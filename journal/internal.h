@@ -105,6 +105,12 @@ enum jrnl_stmt {
 	JS_TOPIC_UPSERT,
 	JS_TOPIC_DELETE,
 	JS_TOPIC_JOBS_CANCEL,
+	JS_TOPIC_STEP_BOUND,
+	JS_TOPIC_STEP_CANCEL,
+	JS_TENANT_JOBS_BOUND,
+	JS_TENANT_JOBS_STEP,
+	JS_TENANT_TRANS_BOUND,
+	JS_TENANT_TRANS_STEP,
 	JS_TOPIC_SCAN_ALL,
 	JS_TOPIC_SCAN,
 	JS_VERSION_GET,
@@ -200,6 +206,8 @@ struct jrnl_val jrnl_vblob(const char *p, size_t len);
  */
 void	jrnl_test_set_unavailable(int on);
 int	jrnl_test_unavailable(void);
+/* Test hook: fn(arg) runs on the writer after each task, without mu. */
+void	jrnl_test_set_task_hook(void (*fn)(void *), void *arg);
 
 /* journal.c: the handle, shared with read.c. */
 enum jrnl_req_state {
@@ -229,6 +237,21 @@ struct jrnl_put_req {
 	uint64_t		 want_trans;	/* ticket: trans_done due */
 };
 TAILQ_HEAD(jrnl_put_list, jrnl_put_req);
+
+/*
+ * A step of work the writer runs on its connection between its rounds
+ * (jrnl_run_task): a delete's next rows.  fn runs without mu.
+ */
+typedef enum jrnl_err	(*jrnl_task_fn)(struct jrnl *j, void *arg);
+
+struct jrnl_task {
+	TAILQ_ENTRY(jrnl_task)	 entry;
+	jrnl_task_fn		 fn;
+	void			*arg;
+	enum jrnl_err		 result;
+	int			 done;
+};
+TAILQ_HEAD(jrnl_task_list, jrnl_task);
 
 /*
  * One queued transition: the struct and its strings in one block.  put_seq
@@ -263,6 +286,8 @@ struct jrnl {
 	struct jrnl_put_list	 inflight;
 	struct jrnl_put_list	 settled;	/* cb puts, to call back */
 	struct jrnl_put_list	 tickets;	/* jrnl_flush_cb, in order */
+	struct jrnl_task_list	 tasks;		/* jrnl_run_task, in order */
+	int			 task_turn;	/* a write round went last */
 	uint64_t		 put_seq;
 	size_t			 async_jobs;
 	struct jrnl_trans_rec	**ring;
@@ -316,6 +341,17 @@ void	jrnl_finish_req(struct jrnl *j, struct jrnl_put_req *r);
 void	jrnl_settle_tickets(struct jrnl *j, enum jrnl_err err);
 /* Call back and free the settled cb puts; mu held, dropped meanwhile. */
 void	jrnl_run_callbacks(struct jrnl *j);
+/*
+ * Have the writer run fn(j, arg) as a round of its own, and wait for it:
+ * while puts or transitions are queued, the writer takes turns between
+ * them and the tasks, so neither waits behind the other for more than a
+ * round.  JRNL_EUNAVAIL when the database is away or the journal closes.
+ */
+enum jrnl_err jrnl_run_task(struct jrnl *j, jrnl_task_fn fn, void *arg);
+/* Queue t (fn, arg set) without waiting; t->done once run.  mu held. */
+void	jrnl_queue_task(struct jrnl *j, struct jrnl_task *t);
+/* Fail the tasks still queued (at jrnl_close, the writer gone); mu held. */
+void	jrnl_fail_tasks(struct jrnl *j);
 /* read.c: close the reading connection (at jrnl_close). */
 void	jrnl_read_close(struct jrnl *j);
 

@@ -203,6 +203,8 @@ fill_defaults(struct jrnl_config *c)
 		c->purge_interval_ms = 60000;
 	if (c->purge_batch <= 0)
 		c->purge_batch = 500;
+	if (c->delete_batch <= 0)
+		c->delete_batch = 1000;
 	c->instance = xstrdup(c->instance != NULL ? c->instance : "");
 	c->host = xstrdup(c->host != NULL ? c->host : "");
 	c->url = xstrdup(c->url != NULL ? c->url : "");
@@ -233,6 +235,7 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 	TAILQ_INIT(&j->inflight);
 	TAILQ_INIT(&j->settled);
 	TAILQ_INIT(&j->tickets);
+	TAILQ_INIT(&j->tasks);
 	if ((e = jrnl_url_parse(j->cfg.url, &j->url, why, whylen)) != JRNL_OK)
 		goto fail;
 	if (j->url.kind == JRNL_KIND_NONE || j->cfg.mode == JRNL_MODE_OFF) {
@@ -322,6 +325,7 @@ jrnl_close(struct jrnl *j)
 	}
 	pthread_mutex_lock(&j->mu);
 	jrnl_settle_tickets(j, JRNL_EUNAVAIL);
+	jrnl_fail_tasks(j);
 	jrnl_run_callbacks(j);
 	pthread_mutex_unlock(&j->mu);
 	if (lost_t > 0 || lost_j > 0)

@@ -57,6 +57,8 @@ struct jrnl_config {
 					   jobs, each: 100000 */
 	int64_t		 purge_interval_ms;	/* 60000 */
 	int		 purge_batch;		/* jobs per purge txn: 500 */
+	int		 delete_batch;		/* rows per step of a topic's
+						   or tenant's delete: 1000 */
 	int		 start_unavailable;	/* open even when the database
 						   cannot be reached yet */
 	void		(*callbacks_done)(void);	/* NULL, or see
@@ -213,6 +215,7 @@ struct jrnl_stats {
 	uint64_t	transitions_dropped;	/* queue full or refused */
 	uint64_t	jobs_dropped;		/* ASYNC jobs refused */
 	uint64_t	purged;			/* finished jobs removed */
+	uint64_t	delete_steps;		/* jrnl_run_task rounds */
 	size_t		queued_transitions;
 	size_t		queued_jobs;
 	int		connected;

@@ -317,21 +317,22 @@ struct wstep {
 };
 
 static enum jrnl_err
-write_once(struct jrnl *j, const struct wstep *s, size_t n, int64_t *changes)
+write_once(struct jrnl *j, struct jrnl_conn *c, const struct wstep *s,
+    size_t n, int64_t *changes)
 {
 	enum jrnl_err e = JRNL_OK;
 	size_t i;
 
-	if (n > 1 && (e = j->drv->begin(j->rconn)) != JRNL_OK)
+	if (n > 1 && (e = j->drv->begin(c)) != JRNL_OK)
 		return e;
 	for (i = 0; i < n && e == JRNL_OK; i++)
-		e = jrnl_run(j->drv, j->rconn, s[i].id, s[i].a, s[i].na, NULL,
+		e = jrnl_run(j->drv, c, s[i].id, s[i].a, s[i].na, NULL,
 		    NULL, i == 0 ? changes : NULL);
 	if (n > 1) {
 		if (e == JRNL_OK)
-			e = j->drv->commit(j->rconn);
+			e = j->drv->commit(c);
 		else
-			j->drv->rollback(j->rconn);
+			j->drv->rollback(c);
 	}
 	return e;
 }
@@ -349,7 +350,7 @@ write_steps(struct jrnl *j, const struct wstep *s, size_t n,
 	for (tries = 0; tries < 2; tries++) {
 		if ((e = rconn_fresh(j, &fresh)) != JRNL_OK)
 			break;
-		e = rconn_check(j, write_once(j, s, n, changes));
+		e = rconn_check(j, write_once(j, j->rconn, s, n, changes));
 		if (e != JRNL_EUNAVAIL || fresh)
 			break;
 	}
@@ -703,9 +704,133 @@ jrnl_put_tenant(struct jrnl *j, const struct jrnl_tenant *t)
 	return write_steps(j, &s, 1, NULL);
 }
 
+/*
+ * A big delete in steps.  Deleting a topic of many jobs, or a tenant, was
+ * one transaction, and it held the database's write lock, so every other
+ * tenant's pushes waited for it (about a second for 800k jobs).  Now the
+ * rows go delete_batch at a time, each step a round of the writer's own
+ * (jrnl_run_task), taking turns with the puts queued meanwhile; what is
+ * left after the last full step goes with the topic's or tenant's own row
+ * in one transaction, as before.  A delete cut short (the database away,
+ * a crash) has done part of its rows, and the topic or tenant is still
+ * there: the delete is answered 503, or not at all, and can be repeated.
+ */
+
+/* The one column of a bound's row, into *arg (NULL: no row). */
+static int
+bound_row(const struct jrnl_val *c, size_t ncols, void *arg)
+{
+	char **out = arg;
+
+	if (ncols >= 1 && c[0].type != JRNL_V_NULL) {
+		free(*out);
+		*out = xstrndup(c[0].p, c[0].len);
+	}
+	return 0;
+}
+
+/*
+ * Statement id (a bound: the args a[0..na), then the offset), into *out;
+ * JRNL_OK with *out NULL when fewer rows than a step are left.
+ */
+static enum jrnl_err
+step_bound(struct jrnl *j, int id, struct jrnl_val *a, size_t na, char **out)
+{
+	*out = NULL;
+	a[na] = jrnl_vint(j->cfg.delete_batch - 1);
+	return jrnl_run(j->drv, j->wconn, id, a, na + 1, bound_row, out, NULL);
+}
+
+struct delete_steps {
+	const char	*tenant;
+	const char	*topic;
+	char		*after;		/* topic: the rows up to it are done */
+	int64_t		 now;
+	int		 last;		/* no full step is left */
+};
+
+/* A topic's next delete_batch rows, cancelled. */
+static enum jrnl_err
+topic_step(struct jrnl *j, void *arg)
+{
+	struct delete_steps *d = arg;
+	struct jrnl_val a[6];
+	char *bound;
+	enum jrnl_err e;
+
+	a[0] = jrnl_vtext(d->tenant);
+	a[1] = jrnl_vtext(d->topic);
+	a[2] = jrnl_vtext(d->after);
+	if ((e = step_bound(j, JS_TOPIC_STEP_BOUND, a, 3, &bound)) !=
+	    JRNL_OK || bound == NULL) {
+		d->last = e == JRNL_OK;
+		return e;
+	}
+	a[0] = a[1] = jrnl_vint(d->now);
+	a[2] = jrnl_vtext(d->tenant);
+	a[3] = jrnl_vtext(d->topic);
+	a[4] = jrnl_vtext(d->after);
+	a[5] = jrnl_vtext(bound);
+	e = jrnl_run(j->drv, j->wconn, JS_TOPIC_STEP_CANCEL, a, 6, NULL,
+	    NULL, NULL);
+	free(d->after);
+	d->after = bound;
+	return e;
+}
+
+/*
+ * A tenant's next delete_batch jobs and delete_batch jobs' transitions
+ * (each table by its own bound: the jobs may be gone already, their
+ * transitions written since), in one transaction.
+ */
+static enum jrnl_err
+tenant_step(struct jrnl *j, void *arg)
+{
+	struct delete_steps *d = arg;
+	struct jrnl_val a[2], b[2];
+	struct wstep s[2];
+	char *bj = NULL, *bt = NULL;
+	enum jrnl_err e;
+	size_t n = 0;
+
+	a[0] = b[0] = jrnl_vtext(d->tenant);
+	if ((e = step_bound(j, JS_TENANT_JOBS_BOUND, a, 1, &bj)) != JRNL_OK ||
+	    (e = step_bound(j, JS_TENANT_TRANS_BOUND, b, 1, &bt)) != JRNL_OK)
+		goto out;
+	if (bj != NULL) {
+		a[1] = jrnl_vtext(bj);
+		s[n++] = (struct wstep){ JS_TENANT_JOBS_STEP, a, 2 };
+	}
+	if (bt != NULL) {
+		b[1] = jrnl_vtext(bt);
+		s[n++] = (struct wstep){ JS_TENANT_TRANS_STEP, b, 2 };
+	}
+	d->last = n == 0;
+	if (n > 0)
+		e = write_once(j, j->wconn, s, n, NULL);
+out:
+	free(bj);
+	free(bt);
+	return e;
+}
+
+/* Runs fn's steps on the writer until none is full. */
+static enum jrnl_err
+run_steps(struct jrnl *j, jrnl_task_fn fn, struct delete_steps *d)
+{
+	enum jrnl_err e;
+
+	d->last = 0;
+	do
+		e = jrnl_run_task(j, fn, d);
+	while (e == JRNL_OK && !d->last);
+	return e;
+}
+
 enum jrnl_err
 jrnl_delete_tenant(struct jrnl *j, const char *name)
 {
+	struct delete_steps d = { name, NULL, NULL, 0, 0 };
 	struct jrnl_val a[1];
 	struct wstep s[5] = {
 		{ JS_TENANT_DELETE, a, 1 },
@@ -719,9 +844,13 @@ jrnl_delete_tenant(struct jrnl *j, const char *name)
 
 	if (j == NULL || name == NULL)
 		return JRNL_EINVAL;
+	if (j->off)
+		return JRNL_OK;
+	if ((e = run_steps(j, tenant_step, &d)) != JRNL_OK)
+		return e;
 	a[0] = jrnl_vtext(name);
 	e = write_steps(j, s, 5, &changes);
-	if (e == JRNL_OK && changes == 0 && !j->off)
+	if (e == JRNL_OK && changes == 0)
 		return JRNL_ENOTFOUND;
 	return e;
 }
@@ -729,17 +858,23 @@ jrnl_delete_tenant(struct jrnl *j, const char *name)
 enum jrnl_err
 jrnl_delete_tenant_jobs(struct jrnl *j, const char *name)
 {
+	struct delete_steps d = { name, NULL, NULL, 0, 0 };
 	struct jrnl_val a[1];
 	struct wstep s[2] = {
 		{ JS_TENANT_JOBS_DELETE, a, 1 },
 		{ JS_TENANT_TRANS_DELETE, a, 1 },
 	};
+	enum jrnl_err e;
 
 	if (j == NULL || name == NULL)
 		return JRNL_EINVAL;
+	if (j->off)
+		return JRNL_OK;
 	/* What is queued first: a transition written after would stay. */
 	if (jrnl_flush(j) == -1)
 		return JRNL_EUNAVAIL;
+	if ((e = run_steps(j, tenant_step, &d)) != JRNL_OK)
+		return e;
 	a[0] = jrnl_vtext(name);
 	return write_steps(j, s, 2, NULL);
 }
@@ -843,25 +978,35 @@ jrnl_put_topic(struct jrnl *j, const struct jrnl_topic *t)
 enum jrnl_err
 jrnl_delete_topic(struct jrnl *j, const char *tenant, const char *name)
 {
-	struct jrnl_val a[2], c[4];
+	struct delete_steps d = { tenant, name, NULL, 0, 0 };
+	struct jrnl_val a[2], c[5];
 	struct wstep s[2] = {
 		{ JS_TOPIC_DELETE, a, 2 },
-		{ JS_TOPIC_JOBS_CANCEL, c, 4 },
+		{ JS_TOPIC_JOBS_CANCEL, c, 5 },
 	};
-	int64_t now = clock_wall_ms(), changes = 0;
+	int64_t changes = 0;
 	enum jrnl_err e;
 
 	if (j == NULL || tenant == NULL || name == NULL)
 		return JRNL_EINVAL;
+	if (j->off)
+		return JRNL_OK;
+	d.now = clock_wall_ms();
+	d.after = xstrdup("");
+	if ((e = run_steps(j, topic_step, &d)) != JRNL_OK)
+		goto out;
 	a[0] = jrnl_vtext(tenant);
 	a[1] = jrnl_vtext(name);
-	c[0] = jrnl_vint(now);
-	c[1] = jrnl_vint(now);
+	c[0] = jrnl_vint(d.now);
+	c[1] = jrnl_vint(d.now);
 	c[2] = jrnl_vtext(tenant);
 	c[3] = jrnl_vtext(name);
+	c[4] = jrnl_vtext(d.after);
 	e = write_steps(j, s, 2, &changes);
-	if (e == JRNL_OK && changes == 0 && !j->off)
-		return JRNL_ENOTFOUND;
+	if (e == JRNL_OK && changes == 0)
+		e = JRNL_ENOTFOUND;
+out:
+	free(d.after);
 	return e;
 }
 

@@ -61,6 +61,15 @@
 #define BY_STATE " AND state = ? AND state <> 'scheduled'"
 #define BY_SCHEDULED " AND id >= ? AND state = 'scheduled'"
 
+/*
+ * Past any version Redis gives the job (6 bytes there): a change Redis
+ * made before the topic went, its transition still queued, must not
+ * reopen the row.
+ */
+#define TOPIC_CANCEL(range) "UPDATE jobs SET state = 'cancelled', " \
+	"updated_ms = ?, finished_ms = ?, version = 281474976710656 " \
+	"WHERE tenant = ? AND topic = ? AND " range " AND finished_ms IS NULL"
+
 #define TRANS_COLS "tenant, job_id, from_state, to_state, at_ms, " \
 	"instance, host, shard, attempt, http_status, latency_ms, error, " \
 	"excerpt"
@@ -106,14 +115,24 @@ static const char *const common_sql[JS_COUNT] = {
 	    "ORDER BY created_ms, key_id",
 	[JS_TOPIC_DELETE] = "DELETE FROM topics "
 	    "WHERE tenant = ? AND name = ?",
+	/* The topic's rows past the cursor; the cursor to the bound. */
+	[JS_TOPIC_JOBS_CANCEL] = TOPIC_CANCEL("id > ?"),
+	[JS_TOPIC_STEP_CANCEL] = TOPIC_CANCEL("id > ? AND id <= ?"),
 	/*
-	 * Past any version Redis gives the job (6 bytes there): a change
-	 * Redis made before the topic went, its transition still queued,
-	 * must not reopen the row.
+	 * The bounds of a delete's steps: the id of the delete_batch-th row
+	 * to go (the topic's from the cursor on, the tenant's from its
+	 * first, since the rows before it are gone).
 	 */
-	[JS_TOPIC_JOBS_CANCEL] = "UPDATE jobs SET state = 'cancelled', "
-	    "updated_ms = ?, finished_ms = ?, version = 281474976710656 "
-	    "WHERE tenant = ? AND topic = ? AND finished_ms IS NULL",
+	[JS_TOPIC_STEP_BOUND] = "SELECT id FROM jobs WHERE tenant = ? "
+	    "AND topic = ? AND id > ? ORDER BY id LIMIT 1 OFFSET ?",
+	[JS_TENANT_JOBS_BOUND] = "SELECT id FROM jobs WHERE tenant = ? "
+	    "ORDER BY id LIMIT 1 OFFSET ?",
+	[JS_TENANT_JOBS_STEP] = "DELETE FROM jobs "
+	    "WHERE tenant = ? AND id <= ?",
+	[JS_TENANT_TRANS_BOUND] = "SELECT job_id FROM transitions "
+	    "WHERE tenant = ? ORDER BY job_id LIMIT 1 OFFSET ?",
+	[JS_TENANT_TRANS_STEP] = "DELETE FROM transitions "
+	    "WHERE tenant = ? AND job_id <= ?",
 	[JS_TOPIC_SCAN_ALL] = "SELECT tenant, name, config, created_ms, "
 	    "updated_ms FROM topics ORDER BY tenant, name",
 	[JS_TOPIC_SCAN] = "SELECT tenant, name, config, created_ms, "

@@ -17,7 +17,9 @@
  * writer reconnects: once at once, then with exponential backoff.  Idle, it
  * pings every JRNL_PING_US so jrnl_ready() notices a lost database, and purges
  * finished jobs past retention one small transaction per round so writes
- * are never held behind a purge.  Puts with a callback (jrnl_put_jobs_cb)
+ * are never held behind a purge.  A big delete's steps (read.c) come as
+ * tasks, each a round of its own, taking turns with the write rounds while
+ * anything is queued.  Puts with a callback (jrnl_put_jobs_cb)
  * and flush tickets (jrnl_flush_cb: settled once the transitions queued
  * before them are written) are called back at the top of the next loop,
  * with mu dropped, so a callback never runs under the journal's lock.
@@ -518,6 +520,10 @@ fail_waiters(struct jrnl *j)
 		j->fail_gen++;
 		any = 1;
 	}
+	if (!TAILQ_EMPTY(&j->tasks)) {
+		jrnl_fail_tasks(j);
+		any = 1;
+	}
 	if (j->purge_req_gen > j->purge_done_gen) {
 		j->purge_done_gen = j->purge_req_gen;
 		j->purge_result = -1;
@@ -794,6 +800,83 @@ purge_round(struct jrnl *j)
 	pthread_cond_broadcast(&j->done);
 }
 
+/* Tasks: a delete's steps (read.c), one a round. */
+
+static void (*task_hook)(void *);
+static void *task_hook_arg;
+
+void
+jrnl_test_set_task_hook(void (*fn)(void *), void *arg)
+{
+	task_hook = fn;
+	task_hook_arg = arg;
+}
+
+void
+jrnl_fail_tasks(struct jrnl *j)
+{
+	struct jrnl_task *t;
+
+	while ((t = TAILQ_FIRST(&j->tasks)) != NULL) {
+		TAILQ_REMOVE(&j->tasks, t, entry);
+		t->result = JRNL_EUNAVAIL;
+		t->done = 1;
+	}
+	pthread_cond_broadcast(&j->done);
+}
+
+void
+jrnl_queue_task(struct jrnl *j, struct jrnl_task *t)
+{
+	t->done = 0;
+	if (j->stopping) {
+		t->result = JRNL_EUNAVAIL;
+		t->done = 1;
+		return;
+	}
+	TAILQ_INSERT_TAIL(&j->tasks, t, entry);
+	pthread_cond_signal(&j->wake);
+}
+
+enum jrnl_err
+jrnl_run_task(struct jrnl *j, jrnl_task_fn fn, void *arg)
+{
+	struct jrnl_task t = { .fn = fn, .arg = arg };
+
+	pthread_mutex_lock(&j->mu);
+	jrnl_queue_task(j, &t);
+	while (!t.done)
+		pthread_cond_wait(&j->done, &j->mu);
+	pthread_mutex_unlock(&j->mu);
+	return t.result;
+}
+
+static void
+task_round(struct jrnl *j)
+{
+	struct jrnl_task *t = TAILQ_FIRST(&j->tasks);
+	enum jrnl_err e;
+	char why[256];
+
+	TAILQ_REMOVE(&j->tasks, t, entry);
+	j->task_turn = 0;
+	pthread_mutex_unlock(&j->mu);
+	e = t->fn(j, t->arg);
+	if (e == JRNL_EUNAVAIL)
+		snprintf(why, sizeof(why), "%s", wconn_error(j));
+	if (task_hook != NULL)
+		task_hook(task_hook_arg);
+	pthread_mutex_lock(&j->mu);
+	j->stats.delete_steps++;
+	t->result = e;
+	t->done = 1;
+	if (e == JRNL_EUNAVAIL) {
+		lost_connection(j, why);
+		j->next_connect_mono_us = clock_mono_us();
+	}
+	pthread_cond_broadcast(&j->done);
+}
+
 static void
 ping_round(struct jrnl *j)
 {
@@ -836,7 +919,7 @@ jrnl_writer_main(void *arg)
 		jrnl_run_callbacks(j);
 		now = clock_mono_us();
 		urgent = has_sync_puts(j) || j->flushers > 0 ||
-		    !TAILQ_EMPTY(&j->tickets) ||
+		    !TAILQ_EMPTY(&j->tickets) || !TAILQ_EMPTY(&j->tasks) ||
 		    j->purge_req_gen > j->purge_done_gen || j->stopping;
 		if (!j->connected) {
 			if (now >= j->next_connect_mono_us || (urgent &&
@@ -858,6 +941,15 @@ jrnl_writer_main(void *arg)
 		    now >= j->next_flush_mono_us ||
 		    j->ring_len >= JRNL_BATCH_TRANS);
 		/*
+		 * A task every other round while there is writing to do, so
+		 * a big delete's steps and the puts take turns.
+		 */
+		if (!TAILQ_EMPTY(&j->tasks) && (j->task_turn ||
+		    !(has_puts || trans_due))) {
+			task_round(j);
+			continue;
+		}
+		/*
 		 * Group commit: let more puts join for the window, but only
 		 * while puts come concurrently (the last batch had several):
 		 * a lone caller would only wait for nobody.
@@ -875,6 +967,7 @@ jrnl_writer_main(void *arg)
 		gather_until = 0;
 		if (has_puts || trans_due) {
 			write_round(j, trans_due);
+			j->task_turn = 1;
 			continue;
 		}
 		if (j->stopping)

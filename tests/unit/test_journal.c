@@ -1889,6 +1889,158 @@ test_retention(void **state)
 	tj_close(j);
 }
 
+/*
+ * A topic's or a tenant's delete goes delete_batch rows a step, each step a
+ * round of the writer, and a put queued during a delete is written before
+ * the delete's next step: a big delete does not hold other tenants' pushes.
+ */
+struct step_rec {
+	struct jrnl	*j;
+	int		 steps;		/* the hook's calls */
+	int		 put_at;	/* when to queue the put (a step) */
+	int		 written_at;	/* steps at the put's call back */
+	enum jrnl_err	 err;
+};
+
+static void
+step_put_done(enum jrnl_err err, void *arg)
+{
+	struct step_rec *r = arg;
+
+	r->err = err;
+	r->written_at = r->steps;
+}
+
+static enum jrnl_err
+step_nothing(struct jrnl *j, void *arg)
+{
+	(void)j;
+	(void)arg;
+	return JRNL_OK;
+}
+
+static struct jrnl_task other_task = { .fn = step_nothing };
+
+/*
+ * At step put_at: a put, and another task (as another delete's step), both
+ * queued before the writer's next round: the put must go first.
+ */
+static void
+step_hook(void *arg)
+{
+	struct step_rec *r = arg;
+	struct jrnl_job job = tj_job("beta", "x", "BX", "scheduled", 1);
+
+	if (++r->steps != r->put_at)
+		return;
+	assert_int_equal(jrnl_put_jobs_cb(r->j, &job, 1, step_put_done, r),
+	    JRNL_OK);
+	pthread_mutex_lock(&r->j->mu);
+	jrnl_queue_task(r->j, &other_task);
+	pthread_mutex_unlock(&r->j->mu);
+}
+
+static void
+test_delete_steps(void **state)
+{
+	struct tb *b = tj_begin(state);
+	struct jrnl_config c = tj_cfg(b, JRNL_MODE_SYNC);
+	static const char *const st[] = { "scheduled", "retrying", "dead",
+	    "delivered", "in_flight" };
+	struct step_rec r = { NULL, 0, 2, -1, JRNL_EINTERNAL };
+	struct jrnl_job jobs[16];
+	struct jrnl_transition tr;
+	struct jrnl_stats s0, s1;
+	char ids[16][8];
+	struct jrnl *j;
+	int i;
+
+	c.delete_batch = 3;
+	j = r.j = tj_open_cfg(&c);
+	for (i = 0; i < 10; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "O%02d", i);
+		jobs[i] = tj_job("acme", "orders", ids[i], st[i % 5], 1);
+	}
+	jobs[10] = tj_job("acme", "audit", "A1", "scheduled", 1);
+	jobs[11] = tj_job("beta", "x", "B1", "scheduled", 1);
+	assert_int_equal(jrnl_put_jobs(j, jobs, 12), JRNL_OK);
+	assert_int_equal(jrnl_put_topic(j, &(struct jrnl_topic){ "acme",
+	    "orders", "{}", 1, 1 }), JRNL_OK);
+	assert_int_equal(jrnl_put_topic(j, &(struct jrnl_topic){ "acme",
+	    "audit", "{}", 1, 1 }), JRNL_OK);
+
+	/*
+	 * 10 rows by 3: three full steps and one that finds none full, and
+	 * the other task.
+	 */
+	jrnl_get_stats(j, &s0);
+	jrnl_test_set_task_hook(step_hook, &r);
+	assert_int_equal(jrnl_delete_topic(j, "acme", "orders"), JRNL_OK);
+	assert_int_equal(jrnl_flush(j), 0);
+	jrnl_test_set_task_hook(NULL, NULL);
+	jrnl_get_stats(j, &s1);
+	assert_int_equal(s1.delete_steps - s0.delete_steps, 5);
+	assert_int_equal(r.steps, 5);
+	assert_true(other_task.done);
+	assert_int_equal(r.err, JRNL_OK);
+	assert_int_equal(r.written_at, 2);	/* before any third step */
+	for (i = 0; i < 10; i++)
+		assert_string_equal(tj_get_one(j, "acme", ids[i]).state,
+		    i % 5 == 3 ? "delivered" : "cancelled");
+	assert_int_equal(tj_get_one(j, "acme", "O03").finished_ms, 1);
+	assert_true(tj_get_one(j, "acme", "O09").finished_ms > 1);
+	assert_string_equal(tj_get_one(j, "acme", "A1").state, "scheduled");
+	assert_string_equal(tj_get_one(j, "beta", "BX").state, "scheduled");
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM topics"), 1);
+	assert_int_equal(jrnl_delete_topic(j, "acme", "orders"),
+	    JRNL_ENOTFOUND);
+
+	/* A tenant: its jobs and transitions, 3 of each a step. */
+	for (i = 0; i < 14; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "T%02d", i);
+		jobs[i] = tj_job("acme", "audit", ids[i], "scheduled", 1);
+	}
+	assert_int_equal(jrnl_put_jobs(j, jobs, 14), JRNL_OK);
+	for (i = 0; i < 14; i += 2) {
+		tr = tv(tj_trans("acme", ids[i], "scheduled", "ready", 2, 0),
+		    1, 1);
+		jrnl_transition(j, &tr);
+	}
+	assert_int_equal(jrnl_put_tenant(j, &(struct jrnl_tenant){ "acme",
+	    1, NULL }), JRNL_OK);
+	assert_int_equal(jrnl_flush(j), 0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE tenant = 'acme'"), 25);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
+	    "WHERE tenant = 'acme'"), 7);
+	jrnl_get_stats(j, &s0);
+	assert_int_equal(jrnl_delete_tenant(j, "acme"), JRNL_OK);
+	jrnl_get_stats(j, &s1);
+	assert_int_equal(s1.delete_steps - s0.delete_steps, 9);	/* 25/3 */
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE tenant = 'acme'"), 0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
+	    "WHERE tenant = 'acme'"), 0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE tenant = 'beta'"), 2);
+	assert_int_equal(jrnl_delete_tenant(j, "acme"), JRNL_ENOTFOUND);
+
+	/* Transitions whose jobs went already: in steps of their own. */
+	for (i = 0; i < 7; i++) {
+		tr = tv(tj_trans("acme", ids[i], "ready", "cancelled", 3, 0),
+		    2, 1);
+		jrnl_transition(j, &tr);
+	}
+	jrnl_get_stats(j, &s0);
+	assert_int_equal(jrnl_delete_tenant_jobs(j, "acme"), JRNL_OK);
+	jrnl_get_stats(j, &s1);
+	assert_int_equal(s1.delete_steps - s0.delete_steps, 3);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions "
+	    "WHERE tenant = 'acme'"), 0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM transitions"), 0);
+	tj_close(j);
+}
+
 /* jrnl_put_jobs_cb: one call back per put, after its commit, or failed. */
 struct cb_rec {
 	pthread_mutex_t	 mu;
@@ -2086,6 +2238,7 @@ main(void)
 		BOTH(test_scan_unfinished),
 		BOTH(test_meta),
 		BOTH(test_retention),
+		BOTH(test_delete_steps),
 		BOTH(test_outage_hook),
 		BOTH(test_async_queue),
 		BOTH(test_trans_order),
