@@ -22,4 +22,4 @@ bench_bench_receiver_LDADD = libutil.a
 # make check runs only a smoke of the tool (bench/run --smoke): tiny sizes,
 # correctness checks, never a timing assertion.
 TESTS += bench/smoke.sh
-EXTRA_DIST += bench/run bench/ratio bench/smoke.sh
+EXTRA_DIST += bench/run bench/ratio bench/isolation bench/smoke.sh
