@@ -350,7 +350,7 @@ void	jrnl_run_callbacks(struct jrnl *j);
 enum jrnl_err jrnl_run_task(struct jrnl *j, jrnl_task_fn fn, void *arg);
 /* Queue t (fn, arg set) without waiting; t->done once run.  mu held. */
 void	jrnl_queue_task(struct jrnl *j, struct jrnl_task *t);
-/* Fail the tasks still queued (at jrnl_close, the writer gone); mu held. */
+/* Fail the tasks still queued: the database away, or closed; mu held. */
 void	jrnl_fail_tasks(struct jrnl *j);
 /* read.c: close the reading connection (at jrnl_close). */
 void	jrnl_read_close(struct jrnl *j);

@@ -1995,6 +1995,22 @@ test_delete_steps(void **state)
 	assert_int_equal(jrnl_delete_topic(j, "acme", "orders"),
 	    JRNL_ENOTFOUND);
 
+	/* The database away: refused, nothing changed; back: done. */
+	jrnl_test_set_unavailable(1);
+	assert_int_equal(jrnl_delete_topic(j, "acme", "audit"),
+	    JRNL_EUNAVAIL);
+	assert_int_equal(jrnl_delete_tenant(j, "beta"), JRNL_EUNAVAIL);
+	jrnl_test_set_unavailable(0);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM topics"), 1);
+	assert_int_equal(tj_int(b, "SELECT COUNT(*) FROM jobs "
+	    "WHERE tenant = 'beta'"), 2);
+	assert_true(tj_wait_until(tj_is_ready, j, 20000));
+	assert_string_equal(tj_get_one(j, "acme", "A1").state, "scheduled");
+	assert_int_equal(jrnl_delete_topic(j, "acme", "audit"), JRNL_OK);
+	assert_string_equal(tj_get_one(j, "acme", "A1").state, "cancelled");
+	assert_int_equal(jrnl_put_topic(j, &(struct jrnl_topic){ "acme",
+	    "audit", "{}", 1, 1 }), JRNL_OK);
+
 	/* A tenant: its jobs and transitions, 3 of each a step. */
 	for (i = 0; i < 14; i++) {
 		snprintf(ids[i], sizeof(ids[i]), "T%02d", i);
