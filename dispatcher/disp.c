@@ -3,8 +3,8 @@
  * it, drain, stop.
  *
  * Key decision: requests go to the loops in turn, so a burst of one topic
- * (one receiver) uses every thread, not only the one its name hashes to;
- * each loop keeps its own keep-alive connections to the receiver.  No topic
+ * (one receiver) uses every thread; each loop keeps its own keep-alive
+ * connections to the receiver.  No topic
  * can block another inside a loop either: every transfer is independent in
  * the multi handle.  Two counts are kept: the per-topic in-flight counts the
  * scheduler reads (a request leaves them just before its done() runs, so

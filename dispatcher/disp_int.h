@@ -76,8 +76,6 @@ void	disp_counts_foreach_tenant(struct disp_counts *c,
 /* Every tenant with a cap of its own, with that cap in force. */
 void	disp_counts_foreach_cap(struct disp_counts *c, int max_total,
 	    void (*fn)(const char *tenant, int cap, void *arg), void *arg);
-/* FNV-1a of tenant NUL topic: the counts' hash and the loop chooser. */
-uint64_t disp_topic_hash(const char *tenant, const char *topic);
 
 /*
  * The signing keys a loop has used (sign.c): per secret, the SHA-256 states

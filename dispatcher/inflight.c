@@ -47,8 +47,9 @@ struct disp_count {
 	char		 key[];
 };
 
-uint64_t
-disp_topic_hash(const char *tenant, const char *topic)
+/* FNV-1a of tenant NUL topic: the counts' hash. */
+static uint64_t
+topic_hash(const char *tenant, const char *topic)
 {
 	uint64_t h = 14695981039346656037ULL;
 	const unsigned char *p;
@@ -128,7 +129,7 @@ counts_n(struct disp_counts *c, const char *tenant, size_t tlen,
 {
 	struct disp_count **ep;
 
-	ep = counts_find(c, disp_topic_hash(tenant, topic), tenant, tlen, topic,
+	ep = counts_find(c, topic_hash(tenant, topic), tenant, tlen, topic,
 	    plen);
 	return *ep != NULL ? (*ep)->n : 0;
 }
@@ -138,7 +139,7 @@ static struct disp_count *
 counts_entry(struct disp_counts *c, const char *tenant, size_t tlen,
     const char *topic, size_t plen)
 {
-	uint64_t h = disp_topic_hash(tenant, topic);
+	uint64_t h = topic_hash(tenant, topic);
 	struct disp_count **ep, *e;
 
 	ep = counts_find(c, h, tenant, tlen, topic, plen);
@@ -181,7 +182,7 @@ counts_decr(struct disp_counts *c, const char *tenant, size_t tlen,
 {
 	struct disp_count **ep, *e;
 
-	ep = counts_find(c, disp_topic_hash(tenant, topic), tenant, tlen,
+	ep = counts_find(c, topic_hash(tenant, topic), tenant, tlen,
 	    topic, plen);
 	if ((e = *ep) == NULL || e->n == 0)
 		return -1;
@@ -214,7 +215,7 @@ counts_cap(struct disp_count *te, int max_tenant, int max_total)
 static struct disp_count *
 counts_tenant(struct disp_counts *c, const char *tenant, size_t tlen)
 {
-	return *counts_find(c, disp_topic_hash(tenant, ""), tenant, tlen, "",
+	return *counts_find(c, topic_hash(tenant, ""), tenant, tlen, "",
 	    0);
 }
 
@@ -277,7 +278,7 @@ disp_counts_set_cap(struct disp_counts *c, const char *tenant, int cap)
 	if (cap < 0)
 		cap = 0;
 	pthread_mutex_lock(&c->lock);
-	ep = counts_find(c, disp_topic_hash(tenant, ""), tenant, tlen, "", 0);
+	ep = counts_find(c, topic_hash(tenant, ""), tenant, tlen, "", 0);
 	if (*ep != NULL) {
 		(*ep)->cap = cap;
 		if (cap == 0 && (*ep)->n == 0)
