@@ -763,6 +763,7 @@ topic_step(struct jrnl *j, void *arg)
 	a[2] = jrnl_vtext(d->after);
 	if ((e = step_bound(j, JS_TOPIC_STEP_BOUND, a, 3, &bound)) !=
 	    JRNL_OK || bound == NULL) {
+		free(bound);		/* a row read before a failure */
 		d->last = e == JRNL_OK;
 		return e;
 	}
