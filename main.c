@@ -140,6 +140,7 @@ main(int argc, char *argv[])
 	if (recover) {
 		/* A one-shot for operators: no HTTP, no deliveries. */
 		signal(SIGPIPE, SIG_IGN);
+		signal(SIGXFSZ, SIG_IGN);
 		recover = restore_recover();
 		conf_free(&conf);
 		return recover;
@@ -159,6 +160,12 @@ main(int argc, char *argv[])
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * A file size limit (ulimit -f) fails the write that passes it
+	 * (EFBIG) instead of killing the daemon: the journal then refuses
+	 * pushes with 503, as on a full disk.
+	 */
+	signal(SIGXFSZ, SIG_IGN);
 	raise_nofile();
 
 	if ((fd = api_listen(conf.listen, bound, sizeof(bound), err,

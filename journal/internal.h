@@ -116,6 +116,7 @@ enum jrnl_stmt {
 	JS_VERSION_GET,
 	JS_VERSION_SET,
 	JS_PING,
+	JS_WRITE_PROBE,	/* a write that proves the database takes one */
 	JS_LIST,	/* + a mask of JRNL_LIST_*: 16 statements */
 	JS_LIST_FLOOR = JS_LIST + 16,	/* + JRNL_LIST_BY_TOPIC */
 	JS_PUT_MANY = JS_LIST_FLOOR + 2,	/* + k: an upsert of 2^k jobs */
@@ -168,6 +169,8 @@ extern const struct jrnl_driver jrnl_mysql_driver;
 
 /* schema.c */
 #define JRNL_SCHEMA_VERSION	6
+#define JRNL_STR(x)		#x
+#define JRNL_XSTR(x)		JRNL_STR(x)	/* a macro's value as text */
 
 const char *jrnl_sql(enum jrnl_kind kind, int id);
 /*
@@ -188,6 +191,14 @@ enum jrnl_err jrnl_schema_ensure(const struct jrnl_driver *d,
  * dialect; both fail with JRNL_EUNAVAIL while the test hook is on.
  */
 enum jrnl_err jrnl_connect(const struct jrnl_driver *d,
+	    const struct jrnl_url *u, int64_t timeout_ms, int durable,
+	    struct jrnl_conn **out, char *why, size_t whylen);
+/*
+ * The writer's connection: jrnl_connect(), the schema ensured, and one
+ * write committed (JS_WRITE_PROBE); a database that takes no write is
+ * JRNL_EUNAVAIL, why "cannot write: ...".
+ */
+enum jrnl_err jrnl_connect_writer(const struct jrnl_driver *d,
 	    const struct jrnl_url *u, int64_t timeout_ms, int durable,
 	    struct jrnl_conn **out, char *why, size_t whylen);
 enum jrnl_err jrnl_run(const struct jrnl_driver *d, struct jrnl_conn *c,

@@ -246,16 +246,11 @@ jrnl_open(const struct jrnl_config *cfg, enum jrnl_err *err, char *why,
 	}
 	j->drv = j->url.kind == JRNL_KIND_MYSQL ? &jrnl_mysql_driver :
 	    &jrnl_sqlite_driver;
-	e = jrnl_connect(j->drv, &j->url, j->cfg.timeout_ms,
+	e = jrnl_connect_writer(j->drv, &j->url, j->cfg.timeout_ms,
 	    j->cfg.mode == JRNL_MODE_SYNC, &j->wconn, why, whylen);
-	if (e == JRNL_OK)
-		e = jrnl_schema_ensure(j->drv, j->wconn, why, whylen);
 	if (e == JRNL_EUNAVAIL && j->cfg.start_unavailable) {
 		log_warnx("journal: %s; retrying in the background", why);
 		snprintf(j->last_error, sizeof(j->last_error), "%s", why);
-		if (j->wconn != NULL)
-			j->drv->close(j->wconn);
-		j->wconn = NULL;
 	} else if (e != JRNL_OK)
 		goto fail;
 	j->ring = xcalloc(j->cfg.queue_max, sizeof(*j->ring));

@@ -194,6 +194,14 @@ static const char *const sqlite_sql[JS_COUNT] = {
 	    "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?) "
 	    "ON CONFLICT (tenant, name) DO UPDATE SET config = "
 	    "excluded.config, updated_ms = excluded.updated_ms",
+	/*
+	 * The header's user_version, set to the schema's version: SQLite
+	 * writes the header page even when the value is the same (a row
+	 * updated to what it held is not written at all), so the commit
+	 * appends to the WAL and meets a full disk or a read-only file.
+	 */
+	[JS_WRITE_PROBE] = "PRAGMA user_version = "
+	    JRNL_XSTR(JRNL_SCHEMA_VERSION),
 };
 
 /*
@@ -216,6 +224,14 @@ static const char *const mysql_sql[JS_COUNT] = {
 	    "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?) "
 	    "ON DUPLICATE KEY UPDATE config = VALUES(config), "
 	    "updated_ms = VALUES(updated_ms)",
+	/*
+	 * Refused by a server in read-only mode (a replica after a
+	 * failover) like any write, though it changes nothing.  A full disk
+	 * makes MariaDB wait for room rather than fail: the statement's
+	 * timeout is what notices it.
+	 */
+	[JS_WRITE_PROBE] = "UPDATE schema_version SET applied_ms = applied_ms "
+	    "WHERE version = " JRNL_XSTR(JRNL_SCHEMA_VERSION),
 };
 
 /* Version 0 -> 1: everything. */
@@ -644,4 +660,36 @@ jrnl_connect(const struct jrnl_driver *d, const struct jrnl_url *u,
 		return JRNL_EUNAVAIL;
 	}
 	return d->connect(u, timeout_ms, durable, out, why, whylen);
+}
+
+/*
+ * A database that answers but takes no write (a full disk, a read-only
+ * file or server) is not a reachable one: without the probe the writer
+ * would connect again after every failed commit, each time "reachable",
+ * and /readyz would say ready between the failures.
+ */
+enum jrnl_err
+jrnl_connect_writer(const struct jrnl_driver *d, const struct jrnl_url *u,
+    int64_t timeout_ms, int durable, struct jrnl_conn **out, char *why,
+    size_t whylen)
+{
+	struct jrnl_conn *c = NULL;
+	enum jrnl_err e;
+
+	*out = NULL;
+	if ((e = jrnl_connect(d, u, timeout_ms, durable, &c, why,
+	    whylen)) != JRNL_OK)
+		return e;
+	if ((e = jrnl_schema_ensure(d, c, why, whylen)) == JRNL_OK &&
+	    jrnl_run(d, c, JS_WRITE_PROBE, NULL, 0, NULL, NULL, NULL) !=
+	    JRNL_OK) {
+		snprintf(why, whylen, "cannot write: %s", d->errmsg(c));
+		e = JRNL_EUNAVAIL;
+	}
+	if (e != JRNL_OK) {
+		d->close(c);
+		return e;
+	}
+	*out = c;
+	return JRNL_OK;
 }

@@ -566,14 +566,13 @@ try_connect(struct jrnl *j)
 		j->drv->close(j->wconn);
 		j->wconn = NULL;
 	}
-	e = jrnl_connect(j->drv, &j->url, j->cfg.timeout_ms,
+	/*
+	 * The database may be a new one (a failover, a restore): its schema
+	 * is ensured.  And it must take a write, not only answer: a commit
+	 * that failed on a full disk leaves a database that still connects.
+	 */
+	e = jrnl_connect_writer(j->drv, &j->url, j->cfg.timeout_ms,
 	    j->cfg.mode == JRNL_MODE_SYNC, &c, why, sizeof(why));
-	/* The database may be a new one (a failover, a restore). */
-	if (e == JRNL_OK &&
-	    (e = jrnl_schema_ensure(j->drv, c, why, sizeof(why))) != JRNL_OK) {
-		j->drv->close(c);
-		c = NULL;
-	}
 	pthread_mutex_lock(&j->mu);
 	if (e != JRNL_OK) {
 		if (e == JRNL_ESCHEMA)

@@ -7,9 +7,18 @@ FLUSHALL afterwards brings every accepted job back from the journal).
 MySQL: the private mariadbd is stopped and started again.  SQLite: a file
 cannot be taken away from root, so another connection holds the database's
 write lock (BEGIN EXCLUSIVE) for the length of the outage.
+
+Then a database that answers but takes no write (a full disk, a read-only
+server): the same 503s, and /readyz says the journal cannot write for as
+long as it lasts, not "ready" between two failed commits.  MySQL: the
+server in read-only mode (a replica after a failover).  SQLite: a full
+disk needs a filesystem of its own, so retryd's file size limit is set to
+one byte instead (prlimit on the running process): every write of the
+journal's files fails, as every write that needs room does on a full disk.
 """
 
 import os
+import resource
 import sqlite3
 import sys
 
@@ -123,4 +132,84 @@ def outage(drv):
 
 D.each("the database down in sync mode: 503 and nothing half-done; back: "
        "nothing lost", outage)
+
+
+class NoWrites:
+    """Have the journal's database take no write, then take them again."""
+
+    def __init__(self, drv, pid):
+        self.drv = drv
+        self.pid = pid
+
+    def begin(self):
+        if self.drv == "mysql":
+            D.db.sql("SET GLOBAL read_only = 1")
+            return
+        resource.prlimit(self.pid, resource.RLIMIT_FSIZE,
+                         (1, resource.RLIM_INFINITY))
+
+    def end(self):
+        if self.drv == "mysql":
+            D.db.sql("SET GLOBAL read_only = 0")
+            return
+        resource.prlimit(self.pid, resource.RLIMIT_FSIZE,
+                         (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def no_writes(drv):
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        ids = L.push_batches(d, key, q, 5)
+        one = "/v1/topics/%s/jobs" % q
+        fault = NoWrites(drv, d.pid)
+        fault.begin()
+        try:
+            # The first push meets the failed commit, the next ones a
+            # journal that stays away: all 503, whatever their size.
+            for body in ("x", "y" * 100000, "z", "w"):
+                expect_503(d.request("POST", one, {"delay_ms": L.HOUR,
+                                                   "body": body},
+                                     key=key, timeout=30))
+            expect_503(d.request("POST", one + ":batch",
+                                 {"jobs": [{"delay_ms": L.HOUR}] * 3},
+                                 key=key, timeout=30))
+            # SQLite connects and ensures its schema without a write: the
+            # writer's probe fails.  MariaDB refuses the schema's DDL first.
+            st, _, b = d.request("GET", "/readyz")
+            assert st == 503, (st, b)
+            assert b["reason"].startswith("journal: cannot write: ") \
+                if drv == "sqlite" else \
+                b["reason"].startswith("journal: journal schema: ") and \
+                "read-only" in b["reason"], b
+            assert L.counts(d, key, q)["scheduled"] == 5
+            st, _, b = d.request("GET", "/readyz")
+            assert st == 503, (st, b)
+        finally:
+            fault.end()
+        d.wait_ready(timeout=30)
+        ids += L.push_batches(d, key, q, 5)
+        ids.append(L.ok(d.request("POST", one, {"delay_ms": L.HOUR},
+                                  key=key), 201)["id"])
+        assert L.counts(d, key, q)["scheduled"] == 11
+        # The journal holds every accepted job, and only those.
+        _, _, _, restored, _ = L.lose_redis(d, r)
+        assert restored == 11, restored
+        L.advance(d, 2 * L.HOUR)
+        got = []
+        reserve = "/v1/topics/%s/reserve?max=100&wait_ms=" % q
+        while len(got) < len(ids):
+            b = L.ok(d.request("GET", reserve + "10000", key=key,
+                               timeout=30), 200)
+            got += [j["id"] for j in b["jobs"]]
+        assert sorted(got) == sorted(ids), (got, ids)
+        assert d.request("GET", reserve + "0", key=key)[0] == 204
+
+
+D.each("a database that takes no write (disk full, read-only): 503, "
+       "/readyz says it cannot write; writable again: nothing lost",
+       no_writes)
 t.done()
