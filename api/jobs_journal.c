@@ -112,12 +112,42 @@ api_journal_claim(struct api_job_in *j)
 	j->contested_at = &j->contested;
 }
 
+/*
+ * A journal that is away refuses every push: one line a second says so,
+ * with how many more were refused since, not one line a request.
+ */
+#define REFUSED_LOG_US	1000000
+
 void
 api_journal_refused(struct api_req *req, const char *tenant,
     const char *topic, size_t n, enum jrnl_err e)
 {
-	log_warnx("api: journal: %s: %zu job(s) of %s/%s refused",
-	    jrnl_strerror(e), n, tenant, topic);
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int64_t last_us;
+	static uint64_t quiet_reqs, quiet_jobs;
+	uint64_t reqs = 0, jobs = 0;
+	int64_t now = clock_mono_us();
+	char more[96] = "";
+	int say;
+
+	pthread_mutex_lock(&mu);
+	if ((say = last_us == 0 || now - last_us >= REFUSED_LOG_US)) {
+		last_us = now;
+		reqs = quiet_reqs;
+		jobs = quiet_jobs;
+		quiet_reqs = quiet_jobs = 0;
+	} else {
+		quiet_reqs++;
+		quiet_jobs += n;
+	}
+	pthread_mutex_unlock(&mu);
+	if (reqs > 0)
+		snprintf(more, sizeof(more), " (and %llu job(s) of %llu "
+		    "request(s) since the last such line)",
+		    (unsigned long long)jobs, (unsigned long long)reqs);
+	if (say)
+		log_warnx("api: journal: %s: %zu job(s) of %s/%s refused%s",
+		    jrnl_strerror(e), n, tenant, topic, more);
 	api_error(req, 503, "journal_unavailable", NULL,
 	    "the journal cannot record the job now (%s); nothing was "
 	    "accepted, try again", jrnl_strerror(e));

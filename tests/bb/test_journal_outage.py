@@ -72,6 +72,7 @@ def outage(drv):
         q = L.topic(d, key, callback_url=rcv.url("/hook"))
         ids = L.push_batches(d, key, q, 5)
         out = Outage(drv, url)
+        mark = d.log_mark()
         out.begin()
         try:
             one = "/v1/topics/%s/jobs" % q
@@ -102,6 +103,10 @@ def outage(drv):
                 expect_503(resp)
             st, _, b = d.request("GET", "/readyz")
             assert st == 503 and "journal" in str(b), (st, b)
+            # Twenty pushes refused, not twenty lines in the log: one a
+            # second at most, with a count of those since.
+            lines = d.log(since=mark).count(" refused")
+            assert 1 <= lines < 10, d.log(since=mark)
             # Nothing half-done in Redis.
             c = L.counts(d, key, q)
             assert c["scheduled"] == 5, c
