@@ -122,32 +122,14 @@ void
 api_journal_refused(struct api_req *req, const char *tenant,
     const char *topic, size_t n, enum jrnl_err e)
 {
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static int64_t last_us;
-	static uint64_t quiet_reqs, quiet_jobs;
-	uint64_t reqs = 0, jobs = 0;
-	int64_t now = clock_mono_us();
-	char more[96] = "";
-	int say;
+	static struct log_every refused = LOG_EVERY_INIT;
+	uint64_t held;
 
-	pthread_mutex_lock(&mu);
-	if ((say = last_us == 0 || now - last_us >= REFUSED_LOG_US)) {
-		last_us = now;
-		reqs = quiet_reqs;
-		jobs = quiet_jobs;
-		quiet_reqs = quiet_jobs = 0;
-	} else {
-		quiet_reqs++;
-		quiet_jobs += n;
-	}
-	pthread_mutex_unlock(&mu);
-	if (reqs > 0)
-		snprintf(more, sizeof(more), " (and %llu job(s) of %llu "
-		    "request(s) since the last such line)",
-		    (unsigned long long)jobs, (unsigned long long)reqs);
-	if (say)
-		log_warnx("api: journal: %s: %zu job(s) of %s/%s refused%s",
-		    jrnl_strerror(e), n, tenant, topic, more);
+	if (log_every(&refused, REFUSED_LOG_US, &held))
+		log_warnx("api: journal: %s: %zu job(s) of %s/%s refused "
+		    "(and %llu request(s) since the last such line)",
+		    jrnl_strerror(e), n, tenant, topic,
+		    (unsigned long long)held);
 	api_error(req, 503, "journal_unavailable", NULL,
 	    "the journal cannot record the job now (%s); nothing was "
 	    "accepted, try again", jrnl_strerror(e));

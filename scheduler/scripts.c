@@ -180,7 +180,23 @@ sched_script_run(struct sched_scripts *sc, redisContext *c,
 	if (r == NULL)
 		return NULL;
 	if (r->type == REDIS_REPLY_ERROR)
-		log_warnx("redis: script %s: %s", script_src[id].name,
-		    r->str);
+		sched_log_script_err(script_src[id].name, r->str);
 	return r;
+}
+
+/*
+ * A script's error reply.  A Redis out of memory (OOM) or otherwise
+ * refusing refuses every call alike: one line a second, with how many
+ * were held back since.
+ */
+void
+sched_log_script_err(const char *script, const char *err)
+{
+	static struct log_every every = LOG_EVERY_INIT;
+	uint64_t held;
+
+	if (log_every(&every, 1000000, &held))
+		log_warnx("redis: script %s: %s (and %llu script error(s) "
+		    "since the last such line)", script, err,
+		    (unsigned long long)held);
 }

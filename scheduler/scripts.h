@@ -58,6 +58,8 @@ struct sched_scripts;
 struct sched_scripts *sched_scripts_new(struct sched_pool *pool);
 void	sched_scripts_free(struct sched_scripts *sc);
 const char *sched_script_name(enum sched_script id);
+/* Logs a script's error reply, at most one line a second. */
+void	sched_log_script_err(const char *script, const char *err);
 /*
  * Runs script id with nkeys keys then nargs arguments from argv (lens[i]
  * bytes each; lens NULL: NUL-terminated).  The reply is the caller's (an

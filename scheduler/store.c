@@ -290,8 +290,7 @@ reply_ok(redisContext *c, redisReply *r, int *broken, enum sched_script id)
 	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1)
 		return SCHED_OK;
 	if (r != NULL && r->type == REDIS_REPLY_ERROR)
-		log_warnx("redis: script %s: %s", sched_script_name(id),
-		    r->str);
+		sched_log_script_err(sched_script_name(id), r->str);
 	e = sched_reply_err(c, r, broken, sched_script_name(id));
 	if (r != NULL)
 		freeReplyObject(r);

@@ -167,3 +167,23 @@ fatalx(const char *fmt, ...)
 	va_end(ap);
 	exit(1);
 }
+
+int
+log_every(struct log_every *le, int64_t interval_us, uint64_t *held)
+{
+	struct timespec ts;
+	int64_t now;
+	int say;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	pthread_mutex_lock(&le->mu);
+	if ((say = le->last_us == 0 || now - le->last_us >= interval_us)) {
+		le->last_us = now;
+		*held = le->held;
+		le->held = 0;
+	} else
+		le->held++;
+	pthread_mutex_unlock(&le->mu);
+	return say;
+}

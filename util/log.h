@@ -10,7 +10,9 @@
 #ifndef RETRYD_UTIL_LOG_H
 #define RETRYD_UTIL_LOG_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdnoreturn.h>
 
 enum log_level {
@@ -44,6 +46,20 @@ void	log_info(const char *fmt, ...) LOG_PRINTF(1, 2);
 void	log_debug(const char *fmt, ...) LOG_PRINTF(1, 2);
 void	log_obj(enum log_level level, const struct log_obj *obj,
 	    const char *fmt, ...) LOG_PRINTF(3, 4);
+/*
+ * A warning that comes once per request while a fault lasts (a journal
+ * or a Redis that refuses every push): log_every() is 1 when it is to be
+ * logged now, at most once per interval_us of the monotonic clock, and
+ * puts in *held how many calls were held back since the last 1.
+ */
+struct log_every {
+	pthread_mutex_t	mu;
+	int64_t		last_us;	/* 0: never said */
+	uint64_t	held;
+};
+#define LOG_EVERY_INIT	{ PTHREAD_MUTEX_INITIALIZER, 0, 0 }
+int	log_every(struct log_every *le, int64_t interval_us, uint64_t *held);
+
 noreturn void fatal(const char *fmt, ...) LOG_PRINTF(1, 2);
 noreturn void fatalx(const char *fmt, ...) LOG_PRINTF(1, 2);
 

@@ -15,6 +15,9 @@ server in read-only mode (a replica after a failover).  SQLite: a full
 disk needs a filesystem of its own, so retryd's file size limit is set to
 one byte instead (prlimit on the running process): every write of the
 journal's files fails, as every write that needs room does on a full disk.
+
+Then Redis out of memory (maxmemory, noeviction): pushes 503, the journal
+keeps none of the refused jobs, the log says it once a second.
 """
 
 import os
@@ -217,4 +220,61 @@ def no_writes(drv):
 D.each("a database that takes no write (disk full, read-only): 503, "
        "/readyz says it cannot write; writable again: nothing lost",
        no_writes)
+
+
+def redis_full(drv):
+    url = D.url(drv)
+    with harness.RedisServer(args=["--maxmemory", "4mb",
+                                   "--maxmemory-policy",
+                                   "noeviction"]) as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        one = "/v1/topics/%s/jobs" % q
+        big = "x" * 4000
+        accepted = 0
+        mark = d.log_mark()
+        for _ in range(4000):
+            st, _, b = d.request("POST", one, {"delay_ms": L.HOUR,
+                                               "body": big}, key=key)
+            if st != 201:
+                break
+            accepted += 1
+        else:
+            assert False, "Redis never filled"
+        refused = 1
+        assert st == 503 and b["error"]["code"] == "unavailable", (st, b)
+        for _ in range(20):
+            st, _, b = d.request("POST", one, {"delay_ms": L.HOUR,
+                                               "body": big}, key=key)
+            assert st == 503 and b["error"]["code"] == "unavailable", \
+                (st, b)
+            refused += 1
+        b = L.ok(d.request("POST", one + ":batch",
+                           {"jobs": [{"delay_ms": L.HOUR,
+                                      "body": big}] * 3}, key=key), 200)
+        assert [x["status"] for x in b["results"]] == [503] * 3, b
+        # Each refusal logged Redis's OOM; one line a second says it.
+        lines = d.log(since=mark).count("redis: script ")
+        assert 1 <= lines < 10 and "OOM" in d.log(since=mark), \
+            d.log(since=mark)
+        # Redis answers: this instance is still ready (it delivers, takes
+        # acks); a full Redis is for the metrics and the log.
+        assert d.request("GET", "/readyz")[0] == 200
+        assert L.counts(d, key, q)["scheduled"] == accepted
+        r.cmd("CONFIG", "SET", "maxmemory", "0")
+        L.ok(d.request("POST", one, {"delay_ms": L.HOUR}, key=key), 201)
+        accepted += 1
+        # The journal kept the accepted jobs and none of the refused.
+        _, _, _, restored, _ = L.lose_redis(d, r)
+        assert restored == accepted, (restored, accepted, refused)
+        assert L.counts(d, key, q)["scheduled"] == accepted
+
+
+D.each("Redis out of memory: pushes 503, the journal keeps none of them, "
+       "the log says it once a second; memory back: nothing lost",
+       redis_full)
+
+
 t.done()

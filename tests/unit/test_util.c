@@ -265,6 +265,34 @@ test_clock_fake(void **state)
 	assert_int_equal(clock_wall_ms(), INT64_C(1700000000001));
 }
 
+/*
+ * log_every: the first call says, the next ones within the interval are
+ * held and counted, and the first after it says with their count.  The
+ * interval's end is reached by moving the last time back, not by waiting.
+ */
+static void
+test_log_every(void **state)
+{
+	struct log_every le = LOG_EVERY_INIT;
+	uint64_t held = 99;
+	int i;
+
+	(void)state;
+	assert_int_equal(log_every(&le, INT64_MAX / 2, &held), 1);
+	assert_int_equal(held, 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(log_every(&le, INT64_MAX / 2, &held), 0);
+	le.last_us -= INT64_MAX / 2;	/* the interval has passed */
+	assert_int_equal(log_every(&le, INT64_MAX / 2, &held), 1);
+	assert_int_equal(held, 3);
+	assert_int_equal(log_every(&le, INT64_MAX / 2, &held), 0);
+	/* No interval: every call says, nothing is held. */
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(log_every(&le, 0, &held), 1);
+		assert_int_equal(held, i == 0 ? 1 : 0);
+	}
+}
+
 static void
 test_log_level_parse(void **state)
 {
@@ -937,6 +965,7 @@ main(void)
 		cmocka_unit_test(test_str_hash),
 		cmocka_unit_test(test_clock_fake),
 		cmocka_unit_test(test_log_level_parse),
+		cmocka_unit_test(test_log_every),
 		cmocka_unit_test(test_xmalloc),
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_sha256_million_a),
