@@ -466,6 +466,37 @@ mapped_home(const struct sched_pool *p, int seed)
 }
 
 /*
+ * Redis must not evict.  A job evicted is gone from Redis without a trace:
+ * the journal still holds it, but nothing looks for it while the schema
+ * marker is there, so only a restore route would bring it back.  Says so
+ * when the (first) node has a maxmemory and a maxmemory-policy other than
+ * noeviction (without a maxmemory the policy never applies).
+ */
+static void
+check_eviction(redisContext *c)
+{
+	static const char field[] = "maxmemory_policy:";
+	redisReply *r;
+	const char *s;
+	int n;
+
+	r = redisCommand(c, "INFO memory");
+	if (r != NULL && r->type == REDIS_REPLY_STRING &&
+	    strstr(r->str, "\nmaxmemory:0\r") == NULL &&
+	    (s = strstr(r->str, field)) != NULL) {
+		s += sizeof(field) - 1;
+		n = (int)strcspn(s, "\r\n");
+		if (n != 10 || strncmp(s, "noeviction", 10) != 0)
+			log_warnx("redis: maxmemory-policy is %.*s: Redis may "
+			    "evict jobs, and only a restore (POST "
+			    "/v1/restore) brings an evicted job back; set it "
+			    "to noeviction", n > 64 ? 64 : n, s);
+	}
+	if (r != NULL)
+		freeReplyObject(r);
+}
+
+/*
  * Learns, on the first connection, whether Redis is a cluster: INFO cluster
  * and, when it is, the slot map; from the first seed that answers.  The
  * context is given back to the pool.
@@ -495,6 +526,10 @@ discover(struct sched_pool *p)
 	}
 	if (r != NULL)
 		freeReplyObject(r);
+	if (ok) {
+		check_eviction(c);
+		ok = c->err == 0;	/* else learnt again on the next */
+	}
 	if (ok && cluster) {
 		/* The seed is node 0, whether the map names it or not. */
 		pthread_mutex_lock(&p->lock);

@@ -17,7 +17,8 @@ one byte instead (prlimit on the running process): every write of the
 journal's files fails, as every write that needs room does on a full disk.
 
 Then Redis out of memory (maxmemory, noeviction): pushes 503, the journal
-keeps none of the refused jobs, the log says it once a second.
+keeps none of the refused jobs, the log says it once a second; and a Redis
+that may evict is named in the log at start.
 """
 
 import os
@@ -277,4 +278,17 @@ D.each("Redis out of memory: pushes 503, the journal keeps none of them, "
        redis_full)
 
 
+@t.test("a Redis that may evict is named at start; noeviction, or no "
+        "maxmemory, is not")
+def _():
+    for policy, limit, warned in (("allkeys-lru", "1gb", True),
+                                  ("volatile-lru", "1gb", True),
+                                  ("noeviction", "1gb", False),
+                                  ("allkeys-lru", "0", False)):
+        with harness.RedisServer(args=["--maxmemory-policy", policy,
+                                       "--maxmemory", limit]) as r, \
+                harness.Retryd(redis=r) as d:
+            d.wait_ready()
+            said = "maxmemory-policy is %s: Redis may evict jobs" % policy
+            assert (said in d.log()) == warned, (policy, limit, d.log())
 t.done()
