@@ -476,6 +476,7 @@ static void
 check_eviction(redisContext *c)
 {
 	static const char field[] = "maxmemory_policy:";
+	static int said;	/* once a process: both pools ask */
 	redisReply *r;
 	const char *s;
 	int n;
@@ -486,7 +487,8 @@ check_eviction(redisContext *c)
 	    (s = strstr(r->str, field)) != NULL) {
 		s += sizeof(field) - 1;
 		n = (int)strcspn(s, "\r\n");
-		if (n != 10 || strncmp(s, "noeviction", 10) != 0)
+		if ((n != 10 || strncmp(s, "noeviction", 10) != 0) &&
+		    !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
 			log_warnx("redis: maxmemory-policy is %.*s: Redis may "
 			    "evict jobs, and only a restore (POST "
 			    "/v1/restore) brings an evicted job back; set it "
