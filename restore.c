@@ -266,7 +266,7 @@ struct jobs_ctx {
 	char			 last_tenant[REG_TENANT_MAX + 1];
 	char			 last_id[ID_LEN + 65];
 	size_t			 seen;
-	enum sched_err		 err;	/* Redis unavailable: stop */
+	enum sched_err		 err;	/* Redis unavailable or full: stop */
 	int			 stop;
 };
 
@@ -283,7 +283,8 @@ job_cb(const struct jrnl_job *jj, void *arg)
 	snprintf(jc->last_id, sizeof(jc->last_id), "%s", jj->id);
 	e = (enum sched_err)api_restore_journal_job(jc->r->cfg.sched, jj,
 	    &created);
-	if (e == SCHED_EUNAVAIL) {
+	/* Redis away or full: stop, the rebuild runs again later. */
+	if (e == SCHED_EUNAVAIL || e == SCHED_EFULL) {
 		jc->err = e;
 		return 1;
 	}

@@ -47,6 +47,11 @@ struct api_err_desc {
 /* Answer for a scheduler error (what: "job", "topic"...). */
 void	api_sched_error(struct api_req *req, enum sched_err e,
 	    const char *what);
+/*
+ * The scheduler's error behind a job's HTTP status of a push (503, 507),
+ * SCHED_EINTERNAL for any other.
+ */
+enum sched_err api_status_sched(int status);
 /* What api_sched_error() would answer, into *d. */
 void	api_sched_describe(enum sched_err e, const char *what,
 	    struct api_err_desc *d);

@@ -769,6 +769,8 @@ sched_status(enum sched_err e)
 		return 409;
 	case SCHED_EUNAVAIL:
 		return 503;
+	case SCHED_EFULL:
+		return 507;
 	case SCHED_EINVAL:
 		return 400;
 	default:
@@ -1659,8 +1661,7 @@ job_push(struct api_req *req)
 		api_error(req, 409, "conflict", "bizkey",
 		    "the job conflicts with an existing one");
 	else
-		api_sched_error(req, j->status == 503 ? SCHED_EUNAVAIL :
-		    SCHED_EINTERNAL, "job");
+		api_sched_error(req, api_status_sched(j->status), "job");
 }
 
 static json_object *
@@ -1742,8 +1743,11 @@ job_batch(struct api_req *req)
 			    "at its quota");
 		else
 			r = item_error(jobs[i].status, jobs[i].status == 503 ?
-			    "unavailable" : jobs[i].status == 409 ?
+			    "unavailable" : jobs[i].status == 507 ?
+			    "redis_full" : jobs[i].status == 409 ?
 			    "conflict" : "internal", NULL,
+			    jobs[i].status == 507 ? "the job was not "
+			    "accepted: Redis is out of memory" :
 			    "the job was not accepted");
 		buf_puts(&b, json_object_to_json_string_ext(r,
 		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -72,8 +72,8 @@ push(struct api_req *req)
 		return;
 	}
 	if (a->jobs[0].status != 201 && a->jobs[0].status != 200) {
-		api_sched_error(req, a->jobs[0].status == 503 ?
-		    SCHED_EUNAVAIL : SCHED_EINTERNAL, "job");
+		api_sched_error(req, api_status_sched(a->jobs[0].status),
+		    "job");
 		return;
 	}
 	api_reply_job_result(req, 200, &a->jobs[0]);

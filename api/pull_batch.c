@@ -102,6 +102,7 @@ op_free(struct pull_op *op)
 		give_back(op);
 	for (i = 0; op->release && i < op->nitems; i++)
 		if (op->items[i].err == SCHED_EUNAVAIL ||
+		    op->items[i].err == SCHED_EFULL ||
 		    op->items[i].err == SCHED_EINTERNAL)
 			log_warnx("pull: job %s/%s not given back (%s): it "
 			    "comes back when its ttr runs out", op->tenant,

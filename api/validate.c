@@ -564,6 +564,13 @@ api_sched_describe(enum sched_err e, const char *what,
 		snprintf(d->msg, sizeof(d->msg),
 		    "Redis is unavailable; try again");
 		break;
+	case SCHED_EFULL:
+		d->status = 507;
+		d->code = "redis_full";
+		snprintf(d->msg, sizeof(d->msg),
+		    "Redis is out of memory (its maxmemory): nothing was "
+		    "done; try again later");
+		break;
 	case SCHED_EINVAL:
 		d->status = 400;
 		d->code = "invalid_request";
@@ -577,6 +584,13 @@ api_sched_describe(enum sched_err e, const char *what,
 		    sched_strerror(e));
 		break;
 	}
+}
+
+enum sched_err
+api_status_sched(int status)
+{
+	return status == 503 ? SCHED_EUNAVAIL : status == 507 ? SCHED_EFULL :
+	    SCHED_EINTERNAL;
 }
 
 void

@@ -60,6 +60,8 @@ sched_strerror(enum sched_err e)
 		return "invalid argument";
 	case SCHED_EINTERNAL:
 		return "internal error";
+	case SCHED_EFULL:
+		return "Redis is out of memory (maxmemory)";
 	}
 	return "unknown error";
 }

@@ -41,6 +41,7 @@ enum sched_err {
 	SCHED_EUNAVAIL,		/* Redis unreachable or timed out */
 	SCHED_EINVAL,		/* a bad argument (caller's bug or bad input) */
 	SCHED_EINTERNAL,	/* unexpected reply: logged */
+	SCHED_EFULL,		/* Redis out of memory: refused, not made */
 };
 
 #define SCHED_TOKEN_LEN	22	/* characters, without the NUL */

@@ -66,9 +66,11 @@ sched_reply_err(redisContext *c, redisReply *r, int *broken, const char *what)
 		    strncmp(r->str, "TRYAGAIN", 8) == 0 ||
 		    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
 		    strncmp(r->str, "MOVED", 5) == 0 ||
-		    strncmp(r->str, "ASK", 3) == 0 ||
-		    strncmp(r->str, "OOM", 3) == 0)
+		    strncmp(r->str, "ASK", 3) == 0)
 			return SCHED_EUNAVAIL;
+		/* Refused before any write: surely not made. */
+		if (strncmp(r->str, "OOM", 3) == 0)
+			return SCHED_EFULL;
 		return SCHED_EINTERNAL;
 	}
 	log_warnx("redis: %s: unexpected reply type %d", what, r->type);

@@ -16,7 +16,7 @@ disk needs a filesystem of its own, so retryd's file size limit is set to
 one byte instead (prlimit on the running process): every write of the
 journal's files fails, as every write that needs room does on a full disk.
 
-Then Redis out of memory (maxmemory, noeviction): pushes 503, the journal
+Then Redis out of memory (maxmemory, noeviction): pushes 507, the journal
 keeps none of the refused jobs, the log says it once a second; and a Redis
 that may evict is named in the log at start.
 """
@@ -245,17 +245,22 @@ def redis_full(drv):
         else:
             assert False, "Redis never filled"
         refused = 1
-        assert st == 503 and b["error"]["code"] == "unavailable", (st, b)
+        # 507 redis_full, not 503: Redis answers, it has no room.
+        assert st == 507 and b["error"]["code"] == "redis_full", (st, b)
         for _ in range(20):
             st, _, b = d.request("POST", one, {"delay_ms": L.HOUR,
                                                "body": big}, key=key)
-            assert st == 503 and b["error"]["code"] == "unavailable", \
+            assert st == 507 and b["error"]["code"] == "redis_full", \
                 (st, b)
             refused += 1
+        st, _, b = d.request("POST", "/push", {"topic": q, "delay": L.HOUR,
+                                               "body": big}, key=key)
+        assert st == 507 and b["error"]["code"] == "redis_full", (st, b)
         b = L.ok(d.request("POST", one + ":batch",
                            {"jobs": [{"delay_ms": L.HOUR,
                                       "body": big}] * 3}, key=key), 200)
-        assert [x["status"] for x in b["results"]] == [503] * 3, b
+        assert [(x["status"], x["error"]["code"]) for x in b["results"]] \
+            == [(507, "redis_full")] * 3, b
         # Each refusal logged Redis's OOM; one line a second says it.
         lines = d.log(since=mark).count("redis: script ")
         assert 1 <= lines < 10 and "OOM" in d.log(since=mark), \
@@ -273,9 +278,37 @@ def redis_full(drv):
         assert L.counts(d, key, q)["scheduled"] == accepted
 
 
-D.each("Redis out of memory: pushes 503, the journal keeps none of them, "
+D.each("Redis out of memory: pushes 507, the journal keeps none of them, "
        "the log says it once a second; memory back: nothing lost",
        redis_full)
+
+
+def rebuild_full(drv):
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        ids = L.push_batches(d, key, q, 600, size=100, body="x" * 4000)
+        used = int(r.cmd("INFO", "memory").split("used_memory:")[1]
+                   .split()[0])
+        # Room for about half of the jobs once Redis is empty again.
+        r.cmd("CONFIG", "SET", "maxmemory", str(used - 1200 * 1000))
+        mark = d.log_mark()
+        r.cmd("FLUSHALL")
+        d.wait_log(r"restore: the rebuild did not complete: .*out of "
+                   r"memory", since=mark, timeout=60)
+        # It stopped at the first job Redis had no room for, not skipped
+        # it and the ones after: with room it completes, all of them.
+        mark = d.log_mark()
+        r.cmd("CONFIG", "SET", "maxmemory", "0")
+        L.wait_restore(d, mark)
+        assert L.counts(d, key, q)["scheduled"] == len(ids)
+
+
+D.each("a rebuild that fills Redis stops and runs again, skipping no job",
+       rebuild_full)
 
 
 @t.test("a Redis that may evict is named once at start; noeviction, or "
