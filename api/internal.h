@@ -215,12 +215,13 @@ void	api_journal_desc(struct api_err_desc *d, const char *fmt, ...)
 
 /*
  * Work done off the HTTP thread (defer.c): api_defer() parks req and
- * queues d, the first member of a struct from malloc; d->work runs on the
- * background thread and sets d->err to the error to answer (status 0:
- * 204).  The request is then resumed and its handler called again with
- * req->state == d: it answers with api_defer_answer().  Without the
- * background thread (stopping), the work runs here and is answered at
- * once.  d is freed once both the work and the request are done with it.
+ * queues d, the first member of a struct from calloc; d->work runs on a
+ * background thread and sets d->err to the error to answer, or d->reply
+ * to a JSON object to answer 200 with (neither: 204).  The request is
+ * then resumed and its handler called again with req->state == d: it
+ * answers with api_defer_answer().  Without the background threads
+ * (stopping), the work runs here and is answered at once.  d is freed
+ * once both the work and the request are done with it (d->reply too).
  */
 struct api_defer {
 	struct api_hold		 hold;
@@ -228,6 +229,7 @@ struct api_defer {
 	struct api_ctx		*ctx;	/* set by api_defer() */
 	struct api_defer	*next;
 	struct api_err_desc	 err;
+	json_object		*reply;	/* 200 with it, when no err */
 };
 void	api_defer(struct api_req *req, struct api_defer *d);
 void	api_defer_answer(struct api_req *req, struct api_defer *d);
@@ -264,6 +266,13 @@ json_object *api_topic_json(const struct registry_topic *t,
  * may be NULL.  The handler must not use req->state otherwise.
  */
 int	api_change_durable(struct api_req *req, int64_t *value);
+/*
+ * The same on a background thread (defer.c), for the transitions this
+ * thread queued: it waits for their commit.  0, or -1 with the 503 to
+ * answer in *d; what names the change in the log.
+ */
+int	api_change_durable_wait(struct api_ctx *ctx, const char *what,
+	    const char *tenant, struct api_err_desc *d);
 
 /* Restore routes share this answer while the journal is off. */
 int	api_need_journal(struct api_req *req, const char *what);

@@ -174,6 +174,77 @@ api_journal_jobs_cb(struct api_req *req, const char *tenant,
 }
 
 /*
+ * A change made in Redis whose transitions' commit answered e (not
+ * JRNL_OK): logged, and the 503 to answer into *d.
+ */
+static void
+change_fail(enum jrnl_err e, const char *what, const char *tenant,
+    struct api_err_desc *d)
+{
+	if (e == JRNL_EFULL) {
+		/* Its transition was dropped: never written. */
+		log_warnx("api: journal: %s of %s made in Redis is not "
+		    "journaled: its transition was dropped, the journal's "
+		    "queue is full", what, tenant);
+		api_journal_desc(d, "the change was made but the journal's "
+		    "queue is full, so it is not journaled");
+		return;
+	}
+	log_warnx("api: journal: %s of %s made in Redis is queued for the "
+	    "journal only: %s", what, tenant, jrnl_strerror(e));
+	api_journal_desc(d, "the change was made but is not journaled yet "
+	    "(%s); it is written when the journal is back", jrnl_strerror(e));
+}
+
+/* A background thread's wait for its transitions' commit. */
+struct change_sync {
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cond;
+	int		 done;
+	enum jrnl_err	 err;
+};
+
+static void
+change_sync_done(enum jrnl_err err, void *arg)
+{
+	struct change_sync *cs = arg;
+
+	pthread_mutex_lock(&cs->mu);
+	cs->err = err;
+	cs->done = 1;
+	pthread_cond_signal(&cs->cond);
+	pthread_mutex_unlock(&cs->mu);
+}
+
+int
+api_change_durable_wait(struct api_ctx *ctx, const char *what,
+    const char *tenant, struct api_err_desc *d)
+{
+	struct change_sync cs;
+	enum jrnl_err e;
+
+	/* In async mode the change goes with the next batch, unwaited. */
+	if (ctx->jrnl == NULL || conf.journal_mode != CONF_JOURNAL_SYNC)
+		return 0;
+	memset(&cs, 0, sizeof(cs));
+	pthread_mutex_init(&cs.mu, NULL);
+	pthread_cond_init(&cs.cond, NULL);
+	if ((e = jrnl_flush_cb(ctx->jrnl, change_sync_done, &cs)) == JRNL_OK) {
+		pthread_mutex_lock(&cs.mu);
+		while (!cs.done)
+			pthread_cond_wait(&cs.cond, &cs.mu);
+		e = cs.err;
+		pthread_mutex_unlock(&cs.mu);
+	}
+	pthread_cond_destroy(&cs.cond);
+	pthread_mutex_destroy(&cs.mu);
+	if (e == JRNL_OK)
+		return 0;
+	change_fail(e, what, tenant, d);
+	return -1;
+}
+
+/*
  * A change waiting for its transitions' commit, held by the request (its
  * free_state) and the journal's callback: the last to let go frees it, so
  * a request that ends first (the server stopping) leaves it to the
@@ -214,7 +285,9 @@ api_change_durable(struct api_req *req, int64_t *value)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct change_wait *cw = req->state;
+	struct api_err_desc d;
 	enum jrnl_err e;
+	char what[256];
 
 	if (cw != NULL) {		/* called again: the commit's answer */
 		pthread_mutex_lock(&cw->hold.mu);
@@ -224,23 +297,9 @@ api_change_durable(struct api_req *req, int64_t *value)
 			*value = cw->value;
 		if (e == JRNL_OK)
 			return 0;
-		if (e == JRNL_EFULL) {
-			/* Its transition was dropped: never written. */
-			log_warnx("api: journal: %s %s of %s made in Redis "
-			    "is not journaled: its transition was dropped, "
-			    "the journal's queue is full", req->method,
-			    req->path, req->tenant);
-			api_error(req, 503, "journal_unavailable", NULL,
-			    "the change was made but the journal's queue is "
-			    "full, so it is not journaled");
-			return -1;
-		}
-		log_warnx("api: journal: %s %s of %s made in Redis is queued "
-		    "for the journal only: %s", req->method, req->path,
-		    req->tenant, jrnl_strerror(e));
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the change was made but is not journaled yet (%s); it "
-		    "is written when the journal is back", jrnl_strerror(e));
+		snprintf(what, sizeof(what), "%s %s", req->method, req->path);
+		change_fail(e, what, req->tenant, &d);
+		api_error_desc(req, &d);
 		return -1;
 	}
 	/* In async mode the change goes with the next batch, unwaited. */

@@ -236,13 +236,24 @@ restore_check_lost(struct api_ctx *ctx)
 }
 
 /*
- * Every unfinished job of the journal (one tenant, or all for the admin
- * key without X-Tenant) back into Redis.
+ * A restore of every unfinished job, done on a background thread
+ * (defer.c): it reads every unfinished job of the tenant (of all, for the
+ * admin key without X-Tenant) and asks Redis about each, minutes for
+ * millions.
  */
+struct restore_work {
+	struct api_defer	 d;	/* first: the work's own pointer */
+	int			 all;	/* every tenant's */
+	int			 expired;
+	char			 tenant[API_TENANT_MAX + 1];
+};
+
 static void
-restore_all(struct api_req *req, const char *tenant, const char *flag)
+restore_all_work(struct api_defer *dd)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
+	struct restore_work *rw = (struct restore_work *)(void *)dd;
+	struct api_ctx *ctx = rw->d.ctx;
+	const char *tenant = rw->all ? NULL : rw->tenant;
 	struct restore_ctx rc;
 	struct jrnl_scan sc;
 	enum jrnl_err e;
@@ -250,13 +261,10 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 	memset(&rc, 0, sizeof(rc));
 	rc.sched = ctx->sched;
 	rc.now_ms = clock_wall_ms();
-	if (api_query_bool(req, flag, 1, &rc.expired) == -1 ||
-	    api_need_journal(req, "restoring jobs") == -1)
-		return;
+	rc.expired = rw->expired;
 	if (jrnl_flush(ctx->jrnl) == -1) {
-		api_error(req, 503, "journal_unavailable", NULL,
-		    "the journal cannot write its queued transitions now; "
-		    "try again");
+		api_journal_desc(&rw->d.err, "the journal cannot write its "
+		    "queued transitions now; try again");
 		return;
 	}
 	restore_check_lost(ctx);
@@ -268,9 +276,8 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 		rc.seen = 0;
 		e = jrnl_scan_unfinished(ctx->jrnl, &sc, restore_one, &rc);
 		if (e != JRNL_OK) {
-			api_error(req, 503, "journal_unavailable", NULL,
-			    "the journal cannot be read now: %s",
-			    jrnl_strerror(e));
+			api_journal_desc(&rw->d.err, "the journal cannot be "
+			    "read now: %s", jrnl_strerror(e));
 			return;
 		}
 		if (rc.seen < RESTORE_PAGE)
@@ -282,7 +289,30 @@ restore_all(struct api_req *req, const char *tenant, const char *flag)
 	    "skipped, %lld failed", tenant ? " of " : "", tenant ? tenant : "",
 	    (long long)rc.restored, (long long)rc.present,
 	    (long long)rc.skipped, (long long)rc.failed);
-	api_reply_json(req, 200, restore_json(&rc));
+	rw->d.reply = restore_json(&rc);
+}
+
+/*
+ * Every unfinished job of the journal (one tenant, or all for the admin
+ * key without X-Tenant) back into Redis: checked here, done on a
+ * background thread, answered when it is done.
+ */
+static void
+restore_all(struct api_req *req, const char *tenant, const char *flag)
+{
+	struct restore_work *rw;
+	int expired;
+
+	if (api_query_bool(req, flag, 1, &expired) == -1 ||
+	    api_need_journal(req, "restoring jobs") == -1)
+		return;
+	rw = xcalloc(1, sizeof(*rw));
+	rw->d.work = restore_all_work;
+	rw->expired = expired;
+	rw->all = tenant == NULL;
+	if (tenant != NULL)
+		snprintf(rw->tenant, sizeof(rw->tenant), "%s", tenant);
+	api_defer(req, &rw->d);
 }
 
 /* The job {id} from the journal: /v1/jobs/{id}/restore and /restore/{id}. */
@@ -354,7 +384,9 @@ v1_restore(struct api_req *req)
 {
 	const char *tenant;
 
-	if (restore_begin(req, &tenant) == 0)
+	if (req->state != NULL)		/* done on the background thread */
+		api_defer_answer(req, req->state);
+	else if (restore_begin(req, &tenant) == 0)
 		restore_all(req, tenant, "expired");
 }
 
@@ -363,7 +395,9 @@ orig_restore(struct api_req *req)
 {
 	const char *tenant;
 
-	if (restore_begin(req, &tenant) == 0)
+	if (req->state != NULL)		/* done on the background thread */
+		api_defer_answer(req, req->state);
+	else if (restore_begin(req, &tenant) == 0)
 		restore_all(req, tenant, "expire");
 }
 

@@ -657,31 +657,54 @@ out:
 	registry_topic_free(t);
 }
 
+/* A redrive, done on a background thread (defer.c): seconds for many. */
+struct redrive_work {
+	struct api_defer	 d;	/* first: the work's own pointer */
+	char			 tenant[API_TENANT_MAX + 1];
+	char			 name[REG_TOPIC_MAX + 1];
+};
+
+static void
+redrive_work(struct api_defer *dd)
+{
+	struct redrive_work *rw = (struct redrive_work *)(void *)dd;
+	struct api_ctx *ctx = rw->d.ctx;
+	enum sched_err e;
+	int64_t count = 0;
+	char what[sizeof(rw->name) + 32];
+
+	e = sched_redrive(ctx->sched, rw->tenant, rw->name, &count);
+	if (e != SCHED_OK) {
+		api_sched_describe(e, "topic", &rw->d.err);
+		return;
+	}
+	/* Its transitions went to the journal from this thread. */
+	snprintf(what, sizeof(what), "the redrive of %s", rw->name);
+	if (api_change_durable_wait(ctx, what, rw->tenant, &rw->d.err) == -1)
+		return;
+	rw->d.reply = json_object_new_object();
+	json_object_object_add(rw->d.reply, "redriven",
+	    json_object_new_int64(count));
+}
+
 static void
 dead_redrive(struct api_req *req)
 {
-	struct api_ctx *ctx = api_ctx_of(req);
+	struct redrive_work *rw = req->state;
 	struct registry_topic *t;
-	json_object *o;
-	enum sched_err e;
-	int64_t count = 0;
 
-	if (req->state == NULL) {
-		if (api_topic_load(req, req->param[0], &t) == -1)
-			return;
-		e = sched_redrive(ctx->sched, req->tenant, t->name, &count);
-		registry_topic_free(t);
-		if (e != SCHED_OK) {
-			api_sched_error(req, e, "topic");
-			return;
-		}
-	}
-	/* Called again once journaled, with the count kept. */
-	if (api_change_durable(req, &count) != 0)
+	if (rw != NULL) {
+		api_defer_answer(req, &rw->d);
 		return;
-	o = json_object_new_object();
-	json_object_object_add(o, "redriven", json_object_new_int64(count));
-	api_reply_json(req, 200, o);
+	}
+	if (api_topic_load(req, req->param[0], &t) == -1)
+		return;
+	rw = xcalloc(1, sizeof(*rw));
+	rw->d.work = redrive_work;
+	snprintf(rw->tenant, sizeof(rw->tenant), "%s", req->tenant);
+	snprintf(rw->name, sizeof(rw->name), "%s", t->name);
+	registry_topic_free(t);
+	api_defer(req, &rw->d);
 }
 
 const struct api_route api_routes_topics[] = {

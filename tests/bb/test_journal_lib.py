@@ -74,18 +74,29 @@ class MariaDB:
     def start(self):
         self.url = self._sh("start")
 
-    def sql(self, text):
-        client = None
+    def _client(self):
         for p in ("mariadb", "mysql"):
             for d in ("/usr/bin", "/usr/local/bin"):
                 if os.access(os.path.join(d, p), os.X_OK):
-                    client = os.path.join(d, p)
-                    break
-            if client:
-                break
-        p = subprocess.run([client, "--no-defaults", "--socket=" +
-                            os.path.join(self.dir, "sock"), "-uroot", "-N",
-                            "-e", text], stdout=subprocess.PIPE,
+                    return [os.path.join(d, p), "--no-defaults",
+                            "--socket=" + os.path.join(self.dir, "sock"),
+                            "-uroot", "-N"]
+        raise AssertionError("no mariadb client")
+
+    def hold(self, text):
+        """Run text (e.g. LOCK TABLES) in a session kept open until the
+        returned process is killed; returns once text has run."""
+        p = subprocess.Popen(self._client() + ["-e", text +
+                                               "; SELECT SLEEP(600)"],
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        harness.wait_for(lambda: "SLEEP(600)" in self.sql(
+            "SHOW PROCESSLIST"), what="the holding session's sleep")
+        return p
+
+    def sql(self, text):
+        p = subprocess.run(self._client() + ["-e", text],
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=60)
         if p.returncode != 0:
             raise AssertionError("mariadb: %s" %

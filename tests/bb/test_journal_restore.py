@@ -259,4 +259,45 @@ D.each("concurrent single pushes and batches of 64 and 65 jobs: each in "
        case_groups)
 D.each("two instances an hour apart: a job cancelled, and one acked, "
        "through the one behind do not come back after FLUSHALL", case_skew)
+
+
+@t.test("a restore held up keeps no other request waiting, even with one "
+        "HTTP thread [mysql]")
+def _():
+    # The restore's read of the journal is held by a table lock (a MariaDB
+    # session of our own), so it is known to be under way while another
+    # tenant asks.  SQLite has no lock that holds a reader in WAL mode.
+    if "mysql" not in D.names:
+        harness.skip("mariadbd is not installed")
+    url = D.url("mysql")
+    db = re.sub(r"\?.*$", "", url).rsplit("/", 1)[1]
+    with harness.RedisServer() as r, harness.Retryd(
+            redis=r, config=L.config(url, http={"threads": 1})) as d:
+        L.ready(d)
+        _, ka = L.tenant(d)
+        qa = L.topic(d, ka, mode="pull")
+        L.push_batches(d, ka, qa, 10)
+        _, kb = L.tenant(d)
+        qb = L.topic(d, kb, mode="pull")
+        lock = D.db.hold("LOCK TABLES %s.jobs WRITE" % db)
+        res = {}
+        th = threading.Thread(target=lambda: res.update(r=d.request(
+            "POST", "/v1/restore", key=ka, timeout=120)))
+        try:
+            th.start()
+            harness.wait_for(lambda: "metadata lock" in D.db.sql(
+                "SHOW PROCESSLIST"), what="the restore's read to wait")
+            # The only HTTP thread serves another tenant meanwhile.
+            L.ok(d.request("GET", "/v1/topics/" + qb, key=kb, timeout=10),
+                 200)
+            assert th.is_alive() and "r" not in res
+        finally:
+            lock.kill()
+            lock.wait()
+            th.join(120)
+        st, _, b = res["r"]
+        assert st == 200 and b["present"] == 10 and b["restored"] == 0, \
+            (st, b)
+
+
 t.done()
