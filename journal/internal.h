@@ -162,6 +162,11 @@ struct jrnl_driver {
 	void		(*unlock_schema)(struct jrnl_conn *c, int ok);
 	/* The last error, for logs. */
 	const char	*(*errmsg)(struct jrnl_conn *c);
+	/*
+	 * 1 when c's database file is no longer the one at its path
+	 * (removed or replaced while open); NULL for a server's.
+	 */
+	int		(*moved)(struct jrnl_conn *c);
 };
 
 extern const struct jrnl_driver jrnl_sqlite_driver;

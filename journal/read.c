@@ -224,8 +224,15 @@ rconn_get(struct jrnl *j)
 	enum jrnl_err e;
 	int writer_ok;
 
-	if (j->rconn != NULL)
+	if (j->rconn != NULL && (j->drv->moved == NULL ||
+	    !j->drv->moved(j->rconn)))
 		return JRNL_OK;
+	if (j->rconn != NULL) {		/* the file went: read the new one */
+		log_info("journal: reader: the database file was removed or "
+		    "replaced while open; opening it again");
+		j->drv->close(j->rconn);
+		j->rconn = NULL;
+	}
 	/* Hold back after a failure, unless the writer got through since. */
 	pthread_mutex_lock(&j->mu);
 	writer_ok = j->connected;

@@ -263,9 +263,30 @@ out:
 	return e;
 }
 
+/*
+ * The file at the database's path is not the one open (removed, or
+ * replaced, while open): what is written here would go to a file nobody
+ * finds again, so every transaction asks first, a stat(2).
+ */
+static int
+sq_moved(struct jrnl_conn *c)
+{
+	int moved = 0;
+
+	if (sqlite3_file_control(c->db, "main", SQLITE_FCNTL_HAS_MOVED,
+	    &moved) != SQLITE_OK)
+		return 0;
+	return moved != 0;
+}
+
 static enum jrnl_err
 sq_begin(struct jrnl_conn *c)
 {
+	if (sq_moved(c)) {
+		snprintf(c->err, sizeof(c->err), "the database file was "
+		    "removed or replaced while open");
+		return JRNL_EUNAVAIL;
+	}
 	return sq_exec(c, "BEGIN IMMEDIATE");
 }
 
@@ -318,4 +339,5 @@ const struct jrnl_driver jrnl_sqlite_driver = {
 	.lock_schema = sq_lock_schema,
 	.unlock_schema = sq_unlock_schema,
 	.errmsg = sq_errmsg,
+	.moved = sq_moved,
 };

@@ -311,6 +311,46 @@ D.each("a rebuild that fills Redis stops and runs again, skipping no job",
        rebuild_full)
 
 
+@t.test("the journal's file removed while open: it is made again at its "
+        "path and what is accepted after is in it [sqlite]")
+def _():
+    url = D.url("sqlite")
+    path = url[len("sqlite://"):]
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        L.push_batches(d, key, q, 5)
+        mark = d.log_mark()
+        for suffix in ("", "-wal", "-shm"):
+            os.unlink(path + suffix)
+        # The round that finds the file gone refuses its pushes (not
+        # accepted, 503); the ones after go to the new file.  The writer's
+        # idle ping may find it first: then none is refused.
+        after, refused = [], 0
+        while len(after) < 3:
+            st, _, b = d.request("POST", "/v1/topics/%s/jobs" % q,
+                                 {"delay_ms": L.HOUR}, key=key)
+            if st == 503:
+                assert b["error"]["code"] == "journal_unavailable", b
+                refused += 1
+                assert refused == 1, b
+                continue
+            after.append(L.ok((st, _, b), 201)["id"])
+        assert "removed or replaced while open" in d.log(since=mark)
+        db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+        try:
+            got = [x[0] for x in db.execute("SELECT id FROM jobs")]
+        finally:
+            db.close()
+        assert sorted(got) == sorted(after), (got, after)
+        # The reader reads the new file too.
+        b = L.ok(d.request("GET", "/v1/jobs?topic=%s&limit=100" % q,
+                           key=key), 200)
+        assert sorted(j["id"] for j in b["jobs"]) == sorted(after), b
+
+
 @t.test("a Redis that may evict is named once at start; noeviction, or "
         "no maxmemory, is not")
 def _():
