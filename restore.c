@@ -67,6 +67,7 @@ struct restore {
 	pthread_mutex_t		 lock;		/* guards the three below */
 	pthread_cond_t		 cond;		/* on CLOCK_MONOTONIC */
 	int			 requested;
+	int			 restarted;	/* restore_recheck() */
 	int			 stopping;
 	int			 start_check;	/* judge Redis by its tenants */
 };
@@ -153,6 +154,18 @@ restore_request(struct restore *r)
 	if (r == NULL)
 		return;
 	pthread_mutex_lock(&r->lock);
+	r->requested = 1;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void
+restore_recheck(struct restore *r)
+{
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->restarted = 1;
 	r->requested = 1;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
@@ -529,12 +542,31 @@ look(struct restore *r, int asked)
 	struct registry_restore_state st;
 	struct restore_counts c;
 	char why[512];
-	int need, has = 0;
+	int need, has = 0, restarted;
 	enum jrnl_err e;
 
 	if (registry_restore_state(r->cfg.reg, &st) != REG_OK)
 		return -1;
 	need = st.pending;
+	/*
+	 * Redis restarted or failed over (restore_recheck): owed a rebuild
+	 * whatever it holds, through the flag, so that one instance does it
+	 * however many saw it; kept until the flag is set.
+	 */
+	pthread_mutex_lock(&r->lock);
+	restarted = r->restarted;
+	pthread_mutex_unlock(&r->lock);
+	if (!need && restarted) {
+		if (registry_restore_request(r->cfg.reg, "Redis restarted "
+		    "or failed over") != REG_OK)
+			return -1;
+		need = 1;
+	}
+	if (restarted) {
+		pthread_mutex_lock(&r->lock);
+		r->restarted = 0;
+		pthread_mutex_unlock(&r->lock);
+	}
 	if (!need && asked && !st.schema) {
 		if (registry_restore_request(r->cfg.reg, "the schema marker "
 		    "vanished") != REG_OK)

@@ -55,6 +55,12 @@ void	restore_check_start(struct restore *r);
 int	restore_start(struct restore *r);
 /* The scheduler's redis_lost hook: ask the worker for a rebuild. */
 void	restore_request(struct restore *r);
+/*
+ * The scheduler's redis_restarted hook: a rebuild is owed even with the
+ * schema marker there (the worker sets the flag, so one instance does
+ * it): every unfinished job of the journal that Redis lacks comes back.
+ */
+void	restore_recheck(struct restore *r);
 
 /*
  * Rebuild now in the calling thread, whether or not Redis looks as if it

@@ -153,6 +153,20 @@ hook_transition(const struct sched_job *job, enum sched_state from,
 	jrnl_transition(w->jrnl, &t);
 }
 
+/*
+ * sched_hooks.redis_restarted: a rebuild is owed (the restore worker sets
+ * the flag in Redis, so one instance does it, however many saw the
+ * restart): it creates the unfinished jobs Redis lacks and leaves the
+ * others as they are.
+ */
+static void
+hook_redis_restarted(void *arg)
+{
+	struct wire *w = arg;
+
+	restore_recheck(w->restore);
+}
+
 /* sched_hooks.redis_lost: the restore worker rebuilds Redis. */
 static void
 hook_redis_lost(void *arg)
@@ -528,8 +542,10 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	hooks.deliver = hook_deliver;
 	hooks.transition = hook_transition;
 	hooks.ready = hook_ready;
-	if (w->jrnl != NULL)
+	if (w->jrnl != NULL) {
 		hooks.redis_lost = hook_redis_lost;
+		hooks.redis_restarted = hook_redis_restarted;
+	}
 	hooks.arg = w;
 	if ((w->sched = sched_new(&sc, &hooks, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "scheduler: %s", why);

@@ -148,6 +148,13 @@ struct sched_hooks {
 		    const struct sched_attempt *attempt, void *arg);
 	/* Redis lost its data (schema marker gone): rebuild it; may be NULL. */
 	void	(*redis_lost)(void *arg);
+	/*
+	 * The Redis process behind the schema marker changed (a restart, a
+	 * failover: its run_id), so the writes it took last may be gone
+	 * though the marker is there (a snapshot or a replica behind): check
+	 * every unfinished job against it; may be NULL.
+	 */
+	void	(*redis_restarted)(void *arg);
 	void	*arg;
 };
 

@@ -94,6 +94,7 @@ struct sched {
 	int			 schema_ok;	/* -1 unknown, 0 no, 1 ok */
 	int			 schema_seen;
 	int			 lost_reported;	/* redis_lost called */
+	char			 run_id[48];	/* Redis's, as last seen */
 	uint64_t		 registered_gen; /* bumped by a loss */
 	int			 node;		/* -1 until leased */
 	/* Atomics: */

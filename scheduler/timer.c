@@ -1017,6 +1017,52 @@ stopping(struct sched *s)
  * Connects and checks the schema and node.  NULL on failure, with *refused
  * set when Redis answered but its schema is not one we know.
  */
+/*
+ * The run_id of the Redis behind c (the schema marker's node), compared
+ * with the one seen before: a new one is another process (a restart, a
+ * failover), which may have come back without the writes it took last
+ * (a snapshot, a replica behind) though the marker is there.  Told to
+ * hooks->redis_restarted, which has the journal's unfinished jobs checked
+ * against it.  Only the timer's connections ask: a restart or failover
+ * breaks them.  On a cluster this is the marker's node alone.
+ */
+static void
+check_run_id(struct sched *s, redisContext *c)
+{
+	static const char field[] = "run_id:";
+	char was[sizeof(s->run_id)], now[sizeof(s->run_id)];
+	redisReply *r;
+	const char *p;
+	size_t n;
+
+	r = redisCommand(c, "INFO server");
+	if (r == NULL || r->type != REDIS_REPLY_STRING ||
+	    (p = strstr(r->str, field)) == NULL) {
+		if (r != NULL)
+			freeReplyObject(r);
+		return;		/* INFO refused (an ACL): not known */
+	}
+	p += sizeof(field) - 1;
+	n = strcspn(p, "\r\n");
+	if (n >= sizeof(now))
+		n = sizeof(now) - 1;
+	memcpy(now, p, n);
+	now[n] = '\0';
+	freeReplyObject(r);
+	pthread_mutex_lock(&s->lock);
+	memcpy(was, s->run_id, sizeof(was));
+	memcpy(s->run_id, now, sizeof(now));
+	pthread_mutex_unlock(&s->lock);
+	if (was[0] == '\0' || strcmp(was, now) == 0)
+		return;
+	log_warnx("redis: another Redis process answers (run_id %.12s... "
+	    "was %.12s...: a restart or a failover); the writes it took "
+	    "last may be gone, so the journal's unfinished jobs are checked "
+	    "against it", now, was);
+	if (s->hooks.redis_restarted != NULL)
+		s->hooks.redis_restarted(s->hooks.arg);
+}
+
 static redisContext *
 timer_connect(struct sched *s, int *refused)
 {
@@ -1040,6 +1086,7 @@ timer_connect(struct sched *s, int *refused)
 		redisFree(c);
 		return NULL;
 	}
+	check_run_id(s, c);
 	set_state(s, 1, NULL);
 	return c;
 }

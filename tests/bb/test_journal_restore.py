@@ -261,6 +261,43 @@ D.each("two instances an hour apart: a job cancelled, and one acked, "
        "through the one behind do not come back after FLUSHALL", case_skew)
 
 
+def case_snapshot(drv):
+    """Redis restarts from a snapshot taken before the last pushes: the
+    schema marker is there (it was in the snapshot) but the last jobs are
+    not.  The new run_id has every unfinished job checked: the missing ones
+    come back, the ones there are left as they are, all delivered once."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        ids = L.push_batches(d, key, q, 5)
+        assert r.cmd("SAVE") == "OK"
+        late = L.push_batches(d, key, q, 7)
+        mark = d.log_mark()
+        r.restart()		# loads the snapshot: 5 jobs, the marker
+        assert r.cmd("EXISTS", "rd:schema") == 1
+        d.wait_log(r"another Redis process answers", since=mark)
+        tenants, keys, topics, restored, present = L.wait_restore(d, mark)
+        assert (restored, present) == (7, 5), (restored, present)
+        assert L.counts(d, key, q)["scheduled"] == 12
+        L.advance(d, 2 * L.HOUR)
+        got = []
+        reserve = "/v1/topics/%s/reserve?max=100&wait_ms=" % q
+        while len(got) < 12:
+            b = L.ok(d.request("GET", reserve + "10000", key=key,
+                               timeout=30), 200)
+            got += [j["id"] for j in b["jobs"]]
+        assert sorted(got) == sorted(ids + late), got
+        assert d.request("GET", reserve + "0", key=key)[0] == 204
+
+
+D.each("Redis back from an older snapshot (the marker there, the last "
+       "jobs not): the new run_id brings the missing ones back",
+       case_snapshot)
+
+
 @t.test("a restore held up keeps no other request waiting, even with one "
         "HTTP thread [mysql]")
 def _():
