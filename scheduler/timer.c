@@ -1018,13 +1018,14 @@ stopping(struct sched *s)
  * set when Redis answered but its schema is not one we know.
  */
 /*
- * The run_id of the Redis behind c (the schema marker's node), compared
- * with the one seen before: a new one is another process (a restart, a
- * failover), which may have come back without the writes it took last
- * (a snapshot, a replica behind) though the marker is there.  Told to
- * hooks->redis_restarted, which has the journal's unfinished jobs checked
- * against it.  Only the timer's connections ask: a restart or failover
- * breaks them.  On a cluster this is the marker's node alone.
+ * The run_id of the Redis behind c, compared with the one seen before: a
+ * new one is another process (a restart, a failover), which may have come
+ * back without the writes it took last (a snapshot, a replica behind)
+ * though the schema marker is there.  Told to hooks->redis_restarted,
+ * which has the journal's unfinished jobs checked against it.  Only the
+ * timer's connections ask: a restart or failover breaks them.  On a
+ * cluster this is the one node c is on: another master's failover is not
+ * seen here.
  */
 static void
 check_run_id(struct sched *s, redisContext *c)
