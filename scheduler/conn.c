@@ -465,6 +465,29 @@ mapped_home(const struct sched_pool *p, int seed)
 	return first > 0 ? first - 1 : 0;
 }
 
+int
+sched_info_field(const char *info, const char *name, char *out,
+    size_t outlen)
+{
+	size_t nl = strlen(name), n;
+	const char *p = info;
+
+	for (;;) {
+		if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
+			p += nl + 1;
+			n = strcspn(p, "\r\n");
+			if (n >= outlen)
+				n = outlen - 1;
+			memcpy(out, p, n);
+			out[n] = '\0';
+			return 0;
+		}
+		if ((p = strchr(p, '\n')) == NULL)
+			return -1;
+		p++;
+	}
+}
+
 /*
  * Redis must not evict.  A job evicted is gone from Redis without a trace:
  * the journal still holds it, but nothing looks for it while the schema
@@ -475,25 +498,20 @@ mapped_home(const struct sched_pool *p, int seed)
 static void
 check_eviction(redisContext *c)
 {
-	static const char field[] = "maxmemory_policy:";
 	static int said;	/* once a process: both pools ask */
+	char limit[32], policy[65];
 	redisReply *r;
-	const char *s;
-	int n;
 
 	r = redisCommand(c, "INFO memory");
 	if (r != NULL && r->type == REDIS_REPLY_STRING &&
-	    strstr(r->str, "\nmaxmemory:0\r") == NULL &&
-	    (s = strstr(r->str, field)) != NULL) {
-		s += sizeof(field) - 1;
-		n = (int)strcspn(s, "\r\n");
-		if ((n != 10 || strncmp(s, "noeviction", 10) != 0) &&
-		    !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-			log_warnx("redis: maxmemory-policy is %.*s: Redis may "
-			    "evict jobs, and only a restore (POST "
-			    "/v1/restore) brings an evicted job back; set it "
-			    "to noeviction", n > 64 ? 64 : n, s);
-	}
+	    (sched_info_field(r->str, "maxmemory", limit,
+	    sizeof(limit)) == -1 || strcmp(limit, "0") != 0) &&
+	    sched_info_field(r->str, "maxmemory_policy", policy,
+	    sizeof(policy)) == 0 && strcmp(policy, "noeviction") != 0 &&
+	    !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		log_warnx("redis: maxmemory-policy is %s: Redis may evict "
+		    "jobs, and only a restore (POST /v1/restore) brings an "
+		    "evicted job back; set it to noeviction", policy);
 	if (r != NULL)
 		freeReplyObject(r);
 }

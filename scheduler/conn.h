@@ -61,6 +61,12 @@ redisContext *sched_redis_connect(const struct redis_target *t,
 
 /* The cluster slot of a key: CRC16 of its hash tag (or all of it). */
 int	sched_key_slot(const char *key, size_t len);
+/*
+ * The value of the line "name:value" of an INFO reply's text, copied into
+ * out (cut to outlen - 1 bytes): 0, or -1 when there is no such line.
+ */
+int	sched_info_field(const char *info, const char *name, char *out,
+	    size_t outlen);
 
 struct sched_redirect {
 	int	ask;		/* 1: ASK (this command only), 0: MOVED */

@@ -1030,26 +1030,17 @@ stopping(struct sched *s)
 static void
 check_run_id(struct sched *s, redisContext *c)
 {
-	static const char field[] = "run_id:";
 	char was[sizeof(s->run_id)], now[sizeof(s->run_id)];
 	redisReply *r;
-	const char *p;
-	size_t n;
+	int known;
 
 	r = redisCommand(c, "INFO server");
-	if (r == NULL || r->type != REDIS_REPLY_STRING ||
-	    (p = strstr(r->str, field)) == NULL) {
-		if (r != NULL)
-			freeReplyObject(r);
+	known = r != NULL && r->type == REDIS_REPLY_STRING &&
+	    sched_info_field(r->str, "run_id", now, sizeof(now)) == 0;
+	if (r != NULL)
+		freeReplyObject(r);
+	if (!known)
 		return;		/* INFO refused (an ACL): not known */
-	}
-	p += sizeof(field) - 1;
-	n = strcspn(p, "\r\n");
-	if (n >= sizeof(now))
-		n = sizeof(now) - 1;
-	memcpy(now, p, n);
-	now[n] = '\0';
-	freeReplyObject(r);
 	pthread_mutex_lock(&s->lock);
 	memcpy(was, s->run_id, sizeof(was));
 	memcpy(s->run_id, now, sizeof(now));

@@ -2518,6 +2518,32 @@ test_cluster_redirect(void **state)
 	}
 }
 
+/* A line of INFO's text by its whole name, never a longer name's. */
+static void
+test_info_field(void **state)
+{
+	static const char info[] = "# Memory\r\nused_memory:1024\r\n"
+	    "maxmemory_human:1.00G\r\nmaxmemory:1073741824\r\n"
+	    "maxmemory_policy:allkeys-lru\r\nlast:x";
+	char v[8];
+
+	(void)state;
+	assert_int_equal(sched_info_field(info, "maxmemory", v, sizeof(v)),
+	    0);
+	assert_string_equal(v, "1073741");		/* cut to fit */
+	assert_int_equal(sched_info_field(info, "memory", v, sizeof(v)), -1);
+	assert_int_equal(sched_info_field(info, "used_memory", v, sizeof(v)),
+	    0);
+	assert_string_equal(v, "1024");
+	assert_int_equal(sched_info_field(info, "last", v, sizeof(v)), 0);
+	assert_string_equal(v, "x");			/* no line end */
+	assert_int_equal(sched_info_field(info, "# Memory", v, sizeof(v)),
+	    -1);
+	assert_int_equal(sched_info_field("run_id:ab\r\n", "run_id", v,
+	    sizeof(v)), 0);				/* the first line */
+	assert_string_equal(v, "ab");
+}
+
 static void
 test_conn_url(void **state)
 {
@@ -2873,6 +2899,7 @@ main(void)
 		cmocka_unit_test(test_tenant_settings),
 		cmocka_unit_test(test_format_argv),
 		cmocka_unit_test(test_cluster_redirect),
+		cmocka_unit_test(test_info_field),
 		/* Real time first: the fake clock cannot be turned off. */
 		cmocka_unit_test_setup_teardown(test_on_time, msetup,
 		    mteardown),
