@@ -164,7 +164,8 @@ struct jrnl_driver {
 	const char	*(*errmsg)(struct jrnl_conn *c);
 	/*
 	 * 1 when c's database file is no longer the one at its path
-	 * (removed or replaced while open); NULL for a server's.
+	 * (removed or replaced while open; errmsg says so); NULL for a
+	 * server's.
 	 */
 	int		(*moved)(struct jrnl_conn *c);
 };

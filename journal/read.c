@@ -228,8 +228,8 @@ rconn_get(struct jrnl *j)
 	    !j->drv->moved(j->rconn)))
 		return JRNL_OK;
 	if (j->rconn != NULL) {		/* the file went: read the new one */
-		log_info("journal: reader: the database file was removed or "
-		    "replaced while open; opening it again");
+		log_info("journal: reader: %s; opening it again",
+		    j->drv->errmsg(j->rconn));
 		j->drv->close(j->rconn);
 		j->rconn = NULL;
 	}

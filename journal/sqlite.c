@@ -266,7 +266,8 @@ out:
 /*
  * The file at the database's path is not the one open (removed, or
  * replaced, while open): what is written here would go to a file nobody
- * finds again, so every transaction asks first, a stat(2).
+ * finds again, so every transaction asks first, a stat(2).  When it moved,
+ * the error (sq_errmsg) says so.
  */
 static int
 sq_moved(struct jrnl_conn *c)
@@ -274,19 +275,18 @@ sq_moved(struct jrnl_conn *c)
 	int moved = 0;
 
 	if (sqlite3_file_control(c->db, "main", SQLITE_FCNTL_HAS_MOVED,
-	    &moved) != SQLITE_OK)
+	    &moved) != SQLITE_OK || !moved)
 		return 0;
-	return moved != 0;
+	snprintf(c->err, sizeof(c->err), "the database file was removed or "
+	    "replaced while open");
+	return 1;
 }
 
 static enum jrnl_err
 sq_begin(struct jrnl_conn *c)
 {
-	if (sq_moved(c)) {
-		snprintf(c->err, sizeof(c->err), "the database file was "
-		    "removed or replaced while open");
+	if (sq_moved(c))
 		return JRNL_EUNAVAIL;
-	}
 	return sq_exec(c, "BEGIN IMMEDIATE");
 }
 

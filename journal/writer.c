@@ -889,8 +889,7 @@ ping_round(struct jrnl *j)
 	else if (j->drv->moved != NULL && j->drv->moved(j->wconn)) {
 		/* Idle: found within a ping, not at the next write. */
 		e = JRNL_EUNAVAIL;
-		snprintf(why, sizeof(why), "the database file was removed "
-		    "or replaced while open");
+		snprintf(why, sizeof(why), "%s", wconn_error(j));
 	}
 	pthread_mutex_lock(&j->mu);
 	j->next_ping_mono_us = clock_mono_us() + JRNL_PING_US;
