@@ -148,27 +148,29 @@ nap(struct restore *r, int64_t ms)
 	return v;
 }
 
-void
-restore_request(struct restore *r)
+/* Wakes the worker with a request (and, restarted, a restart to act on). */
+static void
+ask(struct restore *r, int restarted)
 {
 	if (r == NULL)
 		return;
 	pthread_mutex_lock(&r->lock);
 	r->requested = 1;
+	r->restarted |= restarted;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 }
 
 void
+restore_request(struct restore *r)
+{
+	ask(r, 0);
+}
+
+void
 restore_recheck(struct restore *r)
 {
-	if (r == NULL)
-		return;
-	pthread_mutex_lock(&r->lock);
-	r->restarted = 1;
-	r->requested = 1;
-	pthread_cond_broadcast(&r->cond);
-	pthread_mutex_unlock(&r->lock);
+	ask(r, 1);
 }
 
 /* ------------------------------------------------------------------ */
