@@ -116,8 +116,6 @@ api_journal_claim(struct api_job_in *j)
  * A journal that is away refuses every push: one line a second says so,
  * with how many more were refused since, not one line a request.
  */
-#define REFUSED_LOG_US	1000000
-
 void
 api_journal_refused(struct api_req *req, const char *tenant,
     const char *topic, size_t n, enum jrnl_err e)
@@ -125,7 +123,7 @@ api_journal_refused(struct api_req *req, const char *tenant,
 	static struct log_every refused = LOG_EVERY_INIT;
 	uint64_t held;
 
-	if (log_every(&refused, REFUSED_LOG_US, &held))
+	if (log_every(&refused, LOG_EVERY_US, &held))
 		log_warnx("api: journal: %s: %zu job(s) of %s/%s refused "
 		    "(and %llu request(s) since the last such line)",
 		    jrnl_strerror(e), n, tenant, topic,

@@ -195,7 +195,7 @@ sched_log_script_err(const char *script, const char *err)
 	static struct log_every every = LOG_EVERY_INIT;
 	uint64_t held;
 
-	if (log_every(&every, 1000000, &held))
+	if (log_every(&every, LOG_EVERY_US, &held))
 		log_warnx("redis: script %s: %s (and %llu script error(s) "
 		    "since the last such line)", script, err,
 		    (unsigned long long)held);

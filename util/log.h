@@ -58,6 +58,7 @@ struct log_every {
 	uint64_t	held;
 };
 #define LOG_EVERY_INIT	{ PTHREAD_MUTEX_INITIALIZER, 0, 0 }
+#define LOG_EVERY_US	1000000		/* the interval its callers use */
 int	log_every(struct log_every *le, int64_t interval_us, uint64_t *held);
 
 noreturn void fatal(const char *fmt, ...) LOG_PRINTF(1, 2);
