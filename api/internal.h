@@ -77,6 +77,9 @@ int	api_topic_hold(struct api_req *req, const char *name,
  * an integer json-c would clamp) a string.
  */
 json_object *api_body_value(const char *body, size_t len);
+/* One attempt of a job as GET /v1/jobs/{id} shows it. */
+json_object *api_attempt_json(int64_t at_ms, int status, int64_t latency_ms,
+	    const char *error, const char *excerpt, size_t excerpt_len);
 /* The job as the API shows it; attempts with the attempt log. */
 json_object *api_job_json(const struct sched_job *job, int with_log);
 

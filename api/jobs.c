@@ -173,7 +173,7 @@ unfinished(enum sched_state s)
 json_object *
 api_job_json(const struct sched_job *job, int with_log)
 {
-	json_object *o = json_object_new_object(), *a, *e, *h = NULL;
+	json_object *o = json_object_new_object(), *a, *h = NULL;
 	const struct sched_attempt *at;
 	size_t i;
 
@@ -208,21 +208,29 @@ api_job_json(const struct sched_job *job, int with_log)
 	a = json_object_new_array();
 	for (i = 0; i < job->nattempt_log; i++) {
 		at = &job->attempt_log[i];
-		e = json_object_new_object();
-		json_object_object_add(e, "at_ms",
-		    json_object_new_int64(at->at_ms));
-		json_object_object_add(e, "status",
-		    json_object_new_int(at->status));
-		json_object_object_add(e, "latency_ms",
-		    json_object_new_int64(at->latency_ms));
-		json_object_object_add(e, "error", at->error != NULL ?
-		    json_object_new_string(at->error) : NULL);
-		json_object_object_add(e, "response", at->excerpt != NULL ?
-		    safe_string(at->excerpt, at->excerpt_len) : NULL);
-		json_object_array_add(a, e);
+		json_object_array_add(a, api_attempt_json(at->at_ms,
+		    at->status, at->latency_ms, at->error, at->excerpt,
+		    at->excerpt_len));
 	}
 	json_object_object_add(o, "attempts", a);
 	return o;
+}
+
+json_object *
+api_attempt_json(int64_t at_ms, int status, int64_t latency_ms,
+    const char *error, const char *excerpt, size_t excerpt_len)
+{
+	json_object *e = json_object_new_object();
+
+	json_object_object_add(e, "at_ms", json_object_new_int64(at_ms));
+	json_object_object_add(e, "status", json_object_new_int(status));
+	json_object_object_add(e, "latency_ms",
+	    json_object_new_int64(latency_ms));
+	json_object_object_add(e, "error", error != NULL ?
+	    json_object_new_string(error) : NULL);
+	json_object_object_add(e, "response", excerpt != NULL ?
+	    safe_string(excerpt, excerpt_len) : NULL);
+	return e;
 }
 
 /*
@@ -1764,15 +1772,24 @@ job_get(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct sched_job *job = NULL;
 	enum sched_err e;
+	json_object *o;
 
 	if (api_check_job_id(req, req->param[0]) == -1)
 		return;
+	/*
+	 * A job Redis does not hold may be in the journal: finished longer
+	 * ago than sched.retention, or not rebuilt yet after a loss.
+	 */
 	if ((e = sched_get(ctx->sched, req->tenant, req->param[0], &job)) !=
 	    SCHED_OK) {
-		api_sched_error(req, e, "job");
+		if (e != SCHED_ENOTFOUND ||
+		    api_job_get_journal(req, req->param[0]) == 0)
+			api_sched_error(req, e, "job");
 		return;
 	}
-	api_reply_json(req, 200, api_job_json(job, 1));
+	o = api_job_json(job, 1);
+	api_job_older_attempts(req, job, o);
+	api_reply_json(req, 200, o);
 	sched_job_free(job);
 }
 

@@ -500,6 +500,110 @@ api_job_list(struct api_req *req)
 	api_reply_json(req, 200, o);
 }
 
+static int
+get_cb(const struct jrnl_job *j, void *arg)
+{
+	json_object **o = arg;
+
+	*o = jrnl_job_json(j);
+	json_object_object_add(*o, "next_attempt_ms", j->finished_ms == 0 ?
+	    json_object_new_int64(j->due_ms) : NULL);
+	if (j->ttr_ms > 0)
+		json_object_object_add(*o, "ttr_ms",
+		    json_object_new_int64(j->ttr_ms));
+	return 0;
+}
+
+static int
+attempt_cb(const struct jrnl_transition *t, void *arg)
+{
+	if (t->attempt > 0)
+		json_object_array_add(arg, api_attempt_json(t->at_ms,
+		    t->http_status, t->latency_ms, t->error, t->excerpt,
+		    t->excerpt_len));
+	return 0;
+}
+
+struct older {
+	json_object	*arr;
+	int64_t		 before_ms;	/* INT64_MAX: all */
+};
+
+static int
+older_cb(const struct jrnl_transition *t, void *arg)
+{
+	struct older *ol = arg;
+
+	if (t->attempt > 0 && t->at_ms < ol->before_ms)
+		json_object_array_add(ol->arr, api_attempt_json(t->at_ms,
+		    t->http_status, t->latency_ms, t->error, t->excerpt,
+		    t->excerpt_len));
+	return 0;
+}
+
+void
+api_job_older_attempts(struct api_req *req, const struct sched_job *job,
+    json_object *o)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct older ol;
+	json_object *cur;
+	size_t i, n;
+
+	if (ctx->jrnl == NULL || job->attempts <= (int)job->nattempt_log ||
+	    !json_object_object_get_ex(o, "attempts", &cur))
+		return;
+	ol.arr = json_object_new_array();
+	ol.before_ms = job->nattempt_log > 0 ? job->attempt_log[0].at_ms :
+	    INT64_MAX;
+	if (jrnl_list_transitions(ctx->jrnl, req->tenant, job->id, older_cb,
+	    &ol) != JRNL_OK || json_object_array_length(ol.arr) == 0) {
+		json_object_put(ol.arr);
+		return;
+	}
+	n = json_object_array_length(cur);
+	for (i = 0; i < n; i++)
+		json_object_array_add(ol.arr,
+		    json_object_get(json_object_array_get_idx(cur, i)));
+	json_object_object_add(o, "attempts", ol.arr);
+}
+
+/*
+ * Redis keeps a finished job sched.retention (1 h by default), the
+ * journal journal.retention (30 days); after Redis lost its data the
+ * journal has every job until the rebuild.  The shape is GET's from
+ * Redis, with the listing's fields besides (due_ms, updated_ms,
+ * finished_ms), and every attempt the journal holds, not the last 20.
+ */
+int
+api_job_get_journal(struct api_req *req, const char *id)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	json_object *o = NULL, *a;
+	enum jrnl_err e;
+
+	if (ctx->jrnl == NULL)
+		return 0;
+	e = jrnl_get_job(ctx->jrnl, req->tenant, id, get_cb, &o);
+	if (e == JRNL_ENOTFOUND)
+		return 0;
+	a = json_object_new_array();
+	if (e == JRNL_OK)
+		e = jrnl_list_transitions(ctx->jrnl, req->tenant, id,
+		    attempt_cb, a);
+	if (e != JRNL_OK) {
+		json_object_put(o);
+		json_object_put(a);
+		api_error(req, 503, "journal_unavailable", NULL,
+		    "Redis does not hold this job and the journal cannot be "
+		    "read now: %s", jrnl_strerror(e));
+		return 1;
+	}
+	json_object_object_add(o, "attempts", a);
+	api_reply_json(req, 200, o);
+	return 1;
+}
+
 int
 api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
     int *created)

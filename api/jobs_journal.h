@@ -44,6 +44,22 @@ void	api_journal_repair(struct api_req *req, const char *tenant,
 	    const char *id);
 /* GET /v1/jobs. */
 void	api_job_list(struct api_req *req);
+/*
+ * GET /v1/jobs/{id} for a job Redis does not hold, from the journal: 1
+ * when answered (200 with the row and the attempts its transitions
+ * recorded, or 503 when the journal cannot be read), 0 when nothing was
+ * answered (no journal, or no such job of the tenant's in it).
+ */
+int	api_job_get_journal(struct api_req *req, const char *id);
+/*
+ * GET /v1/jobs/{id}'s job o from Redis, whose record logs fewer attempts
+ * than it counts (it keeps the last 20; a job rebuilt from the journal
+ * comes back without them): the journal's attempts before Redis's first
+ * put in front of o's.  Nothing changes when the journal cannot say.
+ */
+struct sched_job;
+void	api_job_older_attempts(struct api_req *req,
+	    const struct sched_job *job, struct json_object *o);
 
 struct jrnl_job;
 struct sched;

@@ -123,11 +123,6 @@ def journal_rows(d, key, topic):
     return {j["id"]: j for j in b["jobs"]}
 
 
-def redis_job(d, key, jid):
-    st, _, b = d.request("GET", "/v1/jobs/" + jid, key=key)
-    return b if st == 200 else st
-
-
 def reserve(d, key, topic):
     return L.ok(d.request("GET", "/v1/topics/%s/reserve?wait_ms=5000" % topic,
                           key=key), 200)
@@ -163,7 +158,7 @@ def changes(drv):
         for j in (x, y):
             L.ok(d.request("POST", "/v1/jobs/%s/nack" % j,
                            {"token": tokens[j]}, key=key), 200)
-            assert redis_job(d, key, j)["state"] == "dead"
+            assert L.redis_job(d, key, j)["state"] == "dead"
         # A push writes what is queued with it: the journal says dead.
         L.ok(d.request("POST", push % qp, {"delay_ms": L.HOUR}, key=key))
         rows = journal_rows(d, key, qd)
@@ -207,19 +202,19 @@ def changes(drv):
 
         L.lose_redis(d, r)
         for j in (a, b, c, k):
-            g = redis_job(d, key, j)
+            g = L.redis_job(d, key, j)
             if g != 404:
                 wrong.append("%s (%s) came back %s" %
                              (j, want[j], g["state"]))
-        g = redis_job(d, key, p)
+        g = L.redis_job(d, key, p)
         if g == 404 or g["state"] != "scheduled" or \
                 g["next_attempt_ms"] != run_at:
             wrong.append("the rescheduled job came back as %r" % (g,))
-        g = redis_job(d, key, n)
+        g = L.redis_job(d, key, n)
         if g == 404 or g["state"] != "retrying":
             wrong.append("the nacked job came back as %r" % (g,))
         for j in (x, y):
-            g = redis_job(d, key, j)
+            g = L.redis_job(d, key, j)
             if g == 404 or g["state"] not in ("scheduled", "ready"):
                 wrong.append("%s, run again, came back as %r" % (j, g))
         assert not wrong, "after FLUSHALL: " + "; ".join(wrong)
@@ -253,7 +248,7 @@ def change_outage(drv):
             assert st == 503, (st, b)
             assert b["error"]["code"] == "journal_unavailable", b
             assert "not journaled yet" in b["error"]["message"], b
-            assert redis_job(d, key, j)["state"] == "cancelled"
+            assert L.redis_job(d, key, j)["state"] == "cancelled"
         finally:
             if conn is not None:
                 conn.execute("ROLLBACK")

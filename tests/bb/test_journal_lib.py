@@ -254,6 +254,17 @@ def ready(d, since=0):
     return d
 
 
+def redis_job(d, key, jid):
+    """GET /v1/jobs/{id} as Redis holds the job: the job, or 404 when
+    Redis does not hold it (a job Redis let go is answered from the
+    journal, with the listing's updated_ms besides, which Redis's answer
+    does not have)."""
+    st, _, b = d.request("GET", "/v1/jobs/" + jid, key=key)
+    if st == 200 and "updated_ms" in b:
+        return 404
+    return b if st == 200 else st
+
+
 def delivered_ids(receiver):
     return [r.headers["webhook-id"] for r in receiver.requests]
 

@@ -132,10 +132,13 @@ class Model:
             L.advance(self.d, r.randrange(0, 1500))
 
     def states(self):
+        """Each job's state as Redis holds it, 404 when it does not (GET
+        then answers from the journal, with the listing's updated_ms)."""
         out = {}
         for jid in self.jobs:
             st, b = self.req("get", (200, 404), "GET", "/v1/jobs/" + jid)
-            out[jid] = b["state"] if st == 200 else 404
+            out[jid] = b["state"] if st == 200 and \
+                "updated_ms" not in b else 404
         return out
 
     def settled(self):

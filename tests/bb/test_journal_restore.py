@@ -241,8 +241,8 @@ def case_skew(drv):
         _, _, _, restored, present = L.lose_redis(b, r)
         assert restored == 1 and present == 0, (restored, present)
         for jid in (x, y):
-            st, _, body = b.request("GET", "/v1/jobs/" + jid, key=key)
-            assert st == 404, ("a finished job came back", jid, st, body)
+            g = L.redis_job(b, key, jid)
+            assert g == 404, ("a finished job came back", jid, g)
         st, _, body = b.request("GET", "/v1/jobs/" + z, key=key)
         assert st == 200 and body["state"] == "scheduled", (st, body)
 

@@ -76,9 +76,17 @@ def case_finished(drv):
             o2.get("deduplicated"), (o1, o2)
         _, _, _, restored, present = L.lose_redis(d, r)
         assert restored == 3 and present == 0, (restored, present)
-        assert job_state(d, key, a) == 404, "a delivered job came back"
-        assert job_state(d, key, b) == 404, "a cancelled job came back"
-        assert job_state(d, key, c) == "dead"
+        # A and B are not back in Redis; GET answers them from the
+        # journal.
+        assert L.redis_job(d, key, a) == 404, "a delivered job came back"
+        assert L.redis_job(d, key, b) == 404, "a cancelled job came back"
+        assert job_state(d, key, a) == "delivered"
+        assert job_state(d, key, b) == "cancelled"
+        # C is back dead, its attempt (410) from the journal: Redis's
+        # record came back without its log.
+        g = L.ok(get(d, key, "/v1/jobs/" + c), 200)
+        assert g["state"] == "dead" and g["attempt_count"] == 1 and \
+            [x["status"] for x in g["attempts"]] == [410], g
         assert job_state(d, key, dd) == "scheduled"
         g = L.ok(get(d, key, "/v1/jobs/order-1"), 200)
         assert g["body"] == "x", g
@@ -93,7 +101,7 @@ def case_finished(drv):
         # A restore of one job never revives a finished one.
         b3 = L.ok(d.request("POST", "/v1/jobs/%s/restore" % a, key=key))
         assert b3["restored"] == 0 and b3["skipped"] == 1, b3
-        assert job_state(d, key, a) == 404
+        assert L.redis_job(d, key, a) == 404
         L.advance(d, 2 * L.HOUR)
         rcv.wait_count(4, timeout=20)
         ok_ids = [x.headers["webhook-id"] for x in rcv.requests
@@ -101,6 +109,58 @@ def case_finished(drv):
         assert sorted(ok_ids) == sorted([a, dd, "order-1"]), ok_ids
         gone = [x for x in rcv.requests if x.path == "/gone"]
         assert len(gone) == 1, gone
+
+
+def case_history(drv):
+    """GET /v1/jobs/{id} once Redis let a finished job go (sched.retention,
+    an hour): the journal's row and every attempt, as Redis showed them;
+    another tenant's id and an unknown one stay 404."""
+    with harness.RedisServer() as r, \
+            harness.Receiver(script="500,500,200") as rcv, \
+            harness.Retryd(redis=r, config=L.config(D.url(drv))) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        _, other = L.tenant(d)
+        q = L.topic(d, key, callback_url=rcv.url("/hook"),
+                    retry_schedule="<0,1s,1s>")
+        a = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                           {"body": {"x": 1}, "bizkey": "k1"},
+                           key=key))["id"]
+        for n in (1, 2):
+            # The clock moves once the attempt's outcome is in: its retry
+            # is due a second after it.
+            harness.wait_for(lambda: L.ok(get(d, key, "/v1/jobs/" + a))[
+                "attempt_count"] == n and job_state(d, key, a) ==
+                "retrying", 20, "attempt %d failed" % n)
+            L.advance(d, 1000)
+        harness.wait_for(lambda: job_state(d, key, a) == "delivered", 20,
+                         "the job delivered at attempt 3")
+        live = L.ok(get(d, key, "/v1/jobs/" + a), 200)
+        assert [x["status"] for x in live["attempts"]] == [500, 500, 200], \
+            live
+        assert "updated_ms" not in live, live
+        # The outcome's transition is written within a flush interval;
+        # then an hour on (sched.retention) Redis lets the job go.
+        harness.wait_for(lambda: [x["state"] for x in L.ok(get(
+            d, key, "/v1/jobs?bizkey=k1"))["jobs"]] == ["delivered"], 20,
+            "the journal to hold the job delivered")
+        L.advance(d, 2 * L.HOUR)
+
+        def from_journal():
+            st, _, b = get(d, key, "/v1/jobs/" + a)
+            return b if st == 200 and "updated_ms" in b else None
+        old = harness.wait_for(from_journal, 20,
+                               "Redis to let the finished job go")
+        for f in ("id", "topic", "state", "bizkey", "priority",
+                  "created_ms", "attempt_count", "body", "headers",
+                  "retry_schedule", "next_attempt_ms", "attempts"):
+            assert old[f] == live[f], (f, old[f], live[f])
+        assert old["finished_ms"] == live["attempts"][-1]["at_ms"], old
+        # The journal's answer is the tenant's own, as Redis's is.
+        st, _, b = get(d, other, "/v1/jobs/" + a)
+        assert st == 404 and b["error"]["code"] == "job_not_found", (st, b)
+        st, _, b = get(d, key, "/v1/jobs/0000000000000000")
+        assert st == 404 and b["error"]["code"] == "job_not_found", (st, b)
 
 
 def case_due(drv):
@@ -193,7 +253,7 @@ def case_rows_per_attempt(drv):
         assert [x["status"] for x in ga["attempts"]] == [500], ga
         _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 2, restored
-        assert job_state(d, key, a) == 404, "a delivered job came back"
+        assert L.redis_job(d, key, a) == 404, "a delivered job came back"
         after = L.ok(get(d, key, "/v1/jobs/" + g))
         for k in ("state", "next_attempt_ms", "attempt_count"):
             assert after[k] == ga[k], (k, ga, after)
@@ -216,7 +276,7 @@ def case_rows_per_attempt(drv):
         assert trans_rows(drv, url, p) == want[p], trans_rows(drv, url, p)
         _, _, _, restored, _ = L.lose_redis(d, r)
         assert restored == 1, restored
-        assert job_state(d, key, p) == 404, "an acked job came back"
+        assert L.redis_job(d, key, p) == 404, "an acked job came back"
         assert job_state(d, key, g) == "retrying"
 
 
@@ -376,6 +436,8 @@ def case_redrive(drv):
 
 D.each("delivered and cancelled never come back; dead comes back dead; "
        "a deduplicated push is not a second job", case_finished)
+D.each("GET /v1/jobs/{id} of a job Redis let go answers from the journal",
+       case_history)
 D.each("rescheduled and retrying jobs come back at their next attempt",
        case_due)
 D.each("a push or pull job's journal has one row per attempt; "
