@@ -521,6 +521,7 @@ void
 restore_check_start(struct restore *r)
 {
 	struct registry_restore_state st;
+	int has = 0;
 
 	if (r == NULL ||
 	    registry_restore_state(r->cfg.reg, &st) != REG_OK)
@@ -528,6 +529,18 @@ restore_check_start(struct restore *r)
 	r->start_check = 0;
 	if (st.schema || st.pending)
 		return;
+	/*
+	 * A journal without a tenant has nothing to rebuild (a new
+	 * deployment): the marker at once, before the server listens, so
+	 * that its first requests do not meet a Redis owed a rebuild (503
+	 * `rebuilding` for whatever Redis does not hold, api_rebuilding).
+	 */
+	if (jrnl_scan_tenants(r->cfg.jrnl, has_tenant_cb, &has) == JRNL_OK &&
+	    !has && sched_mark_schema(r->cfg.sched) == SCHED_OK) {
+		log_info("restore: Redis has no schema marker and the journal "
+		    "no tenant: nothing to rebuild");
+		return;
+	}
 	if (registry_restore_request(r->cfg.reg, "no schema marker at "
 	    "start") == REG_OK)
 		log_info("restore: Redis has no schema marker: it is new or "

@@ -212,11 +212,11 @@ as_tenant(struct api_req *req, struct api_ctx *ctx)
 	if (api_check_tenant(req, name, "X-Tenant") == -1)
 		return -1;
 	if ((e = registry_tenant_get(ctx->reg, name, &t)) != REG_OK) {
-		if (e == REG_ENOTFOUND)
+		if (e != REG_ENOTFOUND)
+			api_reg_error(req, e, "tenant");
+		else if (!api_rebuilding(req))
 			api_error(req, 404, "tenant_not_found", "X-Tenant",
 			    "no tenant named %s", name);
-		else
-			api_reg_error(req, e, "tenant");
 		return -1;
 	}
 	str_copy(req->tenant, sizeof(req->tenant), name);
@@ -253,7 +253,8 @@ api_authenticate(struct api_req *req, enum api_auth need, void *arg)
 	e = registry_key_lookup(ctx->reg, h, tenant, key_id);
 	explicit_bzero(h, sizeof(h));
 	if (e == REG_ENOTFOUND)
-		return unauthorized(req, "invalid API key");
+		return api_rebuilding(req) ? -1 :
+		    unauthorized(req, "invalid API key");
 	if (e != REG_OK) {
 		api_reg_error(req, e, "key");
 		return -1;

@@ -59,6 +59,21 @@ void	api_sched_describe(enum sched_err e, const char *what,
 void	api_reg_error(struct api_req *req, enum reg_err e, const char *what);
 
 /*
+ * Before answering that something does not exist (401 for an unknown key,
+ * 404 for a tenant, topic or job): while Redis is owed a rebuild from the
+ * journal (it lost its data, or came back from a restart that may lack its
+ * last writes) what it lacks may be there once rebuilt, and a client told
+ * 401 or 404 would give up on something that exists.  api_rebuild_owed():
+ * 1 when so (never without a journal: nothing would rebuild it); it also
+ * drops the registry's cached misses, which must not outlive the rebuild.
+ * api_rebuilding_describe(): the answer then, 503 `rebuilding`.
+ * api_rebuilding(): 1 after answering so (with Retry-After), else 0.
+ */
+int	api_rebuild_owed(struct api_ctx *ctx);
+void	api_rebuilding_describe(struct api_err_desc *d);
+int	api_rebuilding(struct api_req *req);
+
+/*
  * The caller's topic: 0 and *out (the caller's), or -1 after answering
  * (404 topic_not_found for an unknown name or another tenant's).
  */

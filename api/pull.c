@@ -809,6 +809,10 @@ item_answer(struct api_req *req, const struct pull_op *op,
 		snprintf(d->msg, sizeof(d->msg), "the job is not reserved");
 		return -1;
 	}
+	if (e == SCHED_ENOTFOUND && api_rebuild_owed(ctx)) {
+		api_rebuilding_describe(d);
+		return -1;
+	}
 	if (e != SCHED_OK) {
 		api_sched_describe(e, "job", d);
 		return -1;

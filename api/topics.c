@@ -55,8 +55,9 @@ static int
 topic_found(struct api_req *req, const char *name, enum reg_err e)
 {
 	if (e == REG_ENOTFOUND) {
-		api_error(req, 404, "topic_not_found", "topic",
-		    "no topic named %s", name);
+		if (!api_rebuilding(req))
+			api_error(req, 404, "topic_not_found", "topic",
+			    "no topic named %s", name);
 		return -1;
 	}
 	if (e != REG_OK) {
@@ -580,8 +581,10 @@ bizkey_cancel(struct api_req *req)
 	    req->param[1], id);
 	registry_topic_free(t);
 	if (e == SCHED_ENOTFOUND) {
-		api_error(req, 404, "job_not_found", "bizkey",
-		    "no unfinished job has that bizkey in this topic");
+		if (!api_rebuilding(req))
+			api_error(req, 404, "job_not_found", "bizkey",
+			    "no unfinished job has that bizkey in this "
+			    "topic");
 		return;
 	}
 	if (e != SCHED_OK) {

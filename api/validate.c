@@ -598,8 +598,46 @@ api_sched_error(struct api_req *req, enum sched_err e, const char *what)
 {
 	struct api_err_desc d;
 
+	if (e == SCHED_ENOTFOUND && api_rebuilding(req))
+		return;
 	api_sched_describe(e, what, &d);
 	api_error_desc(req, &d);
+}
+
+int
+api_rebuild_owed(struct api_ctx *ctx)
+{
+	int owed;
+
+	if (ctx == NULL || ctx->jrnl == NULL || ctx->reg == NULL ||
+	    registry_rebuild_owed(ctx->reg, &owed) != REG_OK || !owed)
+		return 0;
+	registry_forget_misses(ctx->reg);
+	return 1;
+}
+
+void
+api_rebuilding_describe(struct api_err_desc *d)
+{
+	d->status = 503;
+	d->code = "rebuilding";
+	d->field = NULL;
+	snprintf(d->msg, sizeof(d->msg), "Redis lost data and is being "
+	    "rebuilt from the journal; what this names may be back then: "
+	    "try again");
+}
+
+int
+api_rebuilding(struct api_req *req)
+{
+	struct api_err_desc d;
+
+	if (!api_rebuild_owed(api_ctx_of(req)))
+		return 0;
+	api_rebuilding_describe(&d);
+	api_add_header(req, "Retry-After", "1");
+	api_error_desc(req, &d);
+	return 1;
 }
 
 void
@@ -646,6 +684,8 @@ api_reg_error(struct api_req *req, enum reg_err e, const char *what)
 {
 	struct api_err_desc d;
 
+	if (e == REG_ENOTFOUND && api_rebuilding(req))
+		return;
 	api_reg_describe(e, what, &d);
 	api_error_desc(req, &d);
 }

@@ -427,6 +427,19 @@ cache_drop_if(struct registry *reg, int (*match)(const struct centry *,
 	pthread_mutex_unlock(&reg->lock);
 }
 
+static int
+match_miss(const struct centry *e, const void *arg)
+{
+	(void)arg;
+	return !e->found;
+}
+
+void
+registry_forget_misses(struct registry *reg)
+{
+	cache_drop_if(reg, match_miss, NULL);
+}
+
 static void
 cache_drop(struct registry *reg, const char *key)
 {

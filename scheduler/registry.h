@@ -59,6 +59,8 @@ struct registry *registry_new(const char *redis_url, int64_t timeout_ms,
 void	registry_free(struct registry *reg);
 /* Drop every cached entry (tests, and after Redis lost its data). */
 void	registry_flush_cache(struct registry *reg);
+/* Drop the cached "not found" answers, keeping what was found. */
+void	registry_forget_misses(struct registry *reg);
 
 /* Tenants. */
 struct registry_tenant {
@@ -263,6 +265,12 @@ struct registry_restore_state {
 
 enum reg_err registry_restore_state(struct registry *reg,
 	    struct registry_restore_state *out);
+/*
+ * *owed 1 when Redis is owed a rebuild from the journal: the schema marker
+ * is gone (it lost its data; a rebuild writes the marker last) or the flag
+ * is set.  What Redis says is missing meanwhile may come back.
+ */
+enum reg_err registry_rebuild_owed(struct registry *reg, int *owed);
 /* Set the flag (why: a short reason kept in it). */
 enum reg_err registry_restore_request(struct registry *reg, const char *why);
 /*

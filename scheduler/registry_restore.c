@@ -236,6 +236,25 @@ registry_restore_state(struct registry *reg,
 }
 
 enum reg_err
+registry_rebuild_owed(struct registry *reg, int *owed)
+{
+	enum reg_err err;
+	long long v;
+
+	*owed = 0;
+	if ((err = cmd_int(reg, &v, "EXISTS rd:schema")) != REG_OK)
+		return err;
+	if (v == 0) {
+		*owed = 1;
+		return REG_OK;
+	}
+	if ((err = cmd_int(reg, &v, "EXISTS " FLAG_KEY)) != REG_OK)
+		return err;
+	*owed = v > 0;
+	return REG_OK;
+}
+
+enum reg_err
 registry_restore_request(struct registry *reg, const char *why)
 {
 	redisReply *r;

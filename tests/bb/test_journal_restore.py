@@ -124,6 +124,76 @@ def case_two(drv):
             assert len(got) == len(set(got)) and set(got) == set(ids)
 
 
+def case_rebuilding(drv):
+    """While Redis is owed its rebuild, what it lacks is not "unknown":
+    401 or 404 would tell a client to give up on a key, tenant, topic or
+    job that exists.  Two instances; Redis loses its data with the rebuild
+    lock held by an instance that is gone, so the rebuild waits: every
+    lookup is 503 `rebuilding` with Retry-After, nothing is made.  Once the
+    lock is let go: served as before, on both instances (neither keeps a
+    miss it cached meanwhile), and what is unknown is 401 and 404 again."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as a:
+        L.ready(a)
+        with harness.Retryd(redis=r, config=L.config(url)) as b:
+            L.ready(b)
+            name, key = L.tenant(a)
+            q = L.topic(a, key, mode="pull")
+            jid = L.push_batches(a, key, q, 1)[0]
+            marks = (a.log_mark(), b.log_mark())
+            assert r.cmd("MULTI") == "OK"
+            r.cmd("FLUSHALL")
+            r.cmd("SET", "rd:{registry}:restore_lock", "gone/0", "PX",
+                  "120000")
+            r.cmd("EXEC")
+            bogus = "rk_" + "x" * (len(key) - 3)
+
+            def asks(d):
+                return [("GET", "/v1/topics/" + q, None, key, {}),
+                        ("POST", "/v1/topics/%s/jobs" % q, {"body": "no"},
+                         key, {}),
+                        ("GET", "/v1/jobs/" + jid, None, key, {}),
+                        ("GET", "/v1/topics", None, d.admin_key,
+                         {"X-Tenant": name}),
+                        ("GET", "/v1/tenants/" + name, None, d.admin_key,
+                         {}),
+                        ("GET", "/v1/topics", None, bogus, {})]
+
+            def refused(d, m, path, body, k, h):
+                st, hd, res = d.request(m, path, body, headers=h, key=k)
+                return st == 503 and \
+                    res["error"]["code"] == "rebuilding" and \
+                    hd["Retry-After"] == "1"
+            # The first ask may come before the sweep saw the loss.
+            harness.wait_for(lambda: refused(a, *asks(a)[0]), 10,
+                             "a 503 rebuilding")
+            for d in (a, b):
+                for ask in asks(d):
+                    st, _, res = d.request(ask[0], ask[1], ask[2],
+                                           headers=ask[4], key=ask[3])
+                    assert refused(d, *ask), (ask, st, res)
+            # A request without a key is still refused as such.
+            assert a.request("GET", "/v1/topics")[0] == 401
+            r.cmd("DEL", "rd:{registry}:restore_lock")
+            harness.wait_for(
+                lambda: [m for m in (re.search(L.RESTORE_DONE, d.log(k))
+                                     for d, k in zip((a, b), marks)) if m],
+                60, "a rebuild to complete")
+            for d in (a, b):
+                L.ok(d.request("GET", "/v1/topics/" + q, key=key), 200)
+                L.ok(d.request("GET", "/v1/topics", headers={
+                    "X-Tenant": name}, key=d.admin_key), 200)
+                assert L.redis_job(d, key, jid)["state"] == "scheduled"
+                assert d.request("GET", "/v1/topics", key=bogus)[0] == 401
+                assert d.request("GET", "/v1/topics/nope",
+                                 key=key)[0] == 404
+                assert d.request("GET", "/v1/jobs/0000000000000000",
+                                 key=key)[0] == 404
+            # Nothing of the refused pushes was made.
+            assert L.counts(a, key, q)["scheduled"] == 1
+
+
 def case_route_first(drv):
     """Two instances, their scheduler's sweep long (5 s): FLUSHALL, then
     the restore route at once, before either has seen the loss.  The route
@@ -252,6 +322,8 @@ D.each("10k jobs come back by themselves after FLUSHALL, once each",
 D.each("the restore route racing the automatic rebuild makes each job once",
        case_route)
 D.each("two instances: one rebuilds, the other waits", case_two)
+D.each("while the rebuild is owed, what Redis lacks is 503 rebuilding, not "
+       "401 or 404", case_rebuilding)
 D.each("the restore route before the loss is seen: the full rebuild "
        "still runs, once", case_route_first)
 D.each("concurrent single pushes and batches of 64 and 65 jobs: each in "
