@@ -2,6 +2,10 @@
 TESTS += tests/checksrc.sh
 EXTRA_DIST += tests/checksrc.sh
 
+# The chaos run: by hand, not in TESTS (it runs for minutes on the real
+# clock; HACKING.md).
+EXTRA_DIST += tests/chaos/chaos.py
+
 # Black-box tests (Python 3 stdlib, TAP).  Automake does not distribute
 # TESTS by itself: list each tests/bb/*.py in EXTRA_DIST too.
 TESTS += tests/bb/test_harness_selftest.py tests/bb/test_lifecycle.py
