@@ -432,14 +432,14 @@ def main():
     early = []
     late = []
     late_of = {}
-    dup = 0
+    dup = {"push": 0, "pull": 0}
     cancelled_delivered = []
     for jid, v in book.jobs.items():
         seen = sorted(rcv.seen.get(jid, []))
         if v["topic"] == "push":
             ok = [a for a in seen if a[2] == 200]
             if len(ok) > 1:
-                dup += 1
+                dup["push"] += 1
             if jid in book.cancelled and ok:
                 cancelled_delivered.append(jid)
             firsts = {}
@@ -457,7 +457,7 @@ def main():
                     late.append(firsts[att] - due)
                     late_of[jid] = firsts[att] - due
         elif len(book.acks.get(jid, [])) > 1:
-            dup += 1
+            dup["pull"] += 1
     for e in early[:3]:
         explain(e[0])
     worst = sorted(((firsts_late, jid) for jid, firsts_late in
@@ -503,10 +503,10 @@ def main():
         return late[min(len(late) - 1, int(len(late) * p))] if late else 0
 
     say("accepted %d (push %d, pull %d), cancelled %d (409: %d), "
-        "duplicates %d", len(book.jobs),
+        "delivered twice %d, acked twice %d", len(book.jobs),
         sum(1 for v in book.jobs.values() if v["topic"] == "push"),
         sum(1 for v in book.jobs.values() if v["topic"] == "pull"),
-        len(book.cancelled), book.cancel_409, dup)
+        len(book.cancelled), book.cancel_409, dup["push"], dup["pull"])
     say("first attempts' lateness ms: p50 %d p99 %d max %d", pct(0.5),
         pct(0.99), late[-1] if late else 0)
     for b in bad:
