@@ -3,13 +3,16 @@
 every job they accepted.
 
     tests/chaos/chaos.py [--seconds 90] [--instances 3] [--seed N]
-                         [--faults kill,term,flush,redis] [--rate 300]
+                         [--faults kill,term,flush,redis] [--rate 100]
+                         [--journal mysql|sqlite] [--settle 120]
 
 Not part of `make check`: it runs on the real clock for minutes, and what it
 reports (lateness, duplicates) depends on the machine.  It starts a private
 Redis and a private mariadbd (tests/mariadb.sh; the instances share the
 MySQL journal, as a deployment of several instances does), N instances, a
-callback receiver and load:
+callback receiver and load; with --journal sqlite one instance with an
+SQLite journal (the default deployment), which the faults then kill and
+stop too:
 
 - pushers POST jobs (delay 0-2 s, some with a bizkey) to a push topic
   (schedule <0,300ms,700ms,1s>) and a pull topic, each to an instance
@@ -79,10 +82,14 @@ say = Log()
 class Stack:
     """Redis, MariaDB and the instances; .pick() an instance that runs."""
 
-    def __init__(self, n):
+    def __init__(self, n, journal):
         self.redis = harness.RedisServer()
-        self.db = MariaDB()
-        url = self.db.new_db()
+        if journal == "mysql":
+            self.db = MariaDB()
+            url = self.db.new_db()
+        else:
+            url = "sqlite://%s/journal.db" % harness.mkdtemp(
+                "retryd-chaos-j-")
         self.admin_key = "chaos-admin-" + os.urandom(8).hex()
         conf = {"journal": {"url": url, "mode": "sync"},
                 "log": {"level": "info"}}
@@ -174,6 +181,9 @@ class Receiver:
             # SYNs, a callback times out, and the request it sent is read
             # here much later, after retryd gave it up.
             request_queue_size = 4096
+
+            def handle_error(self, request, client_address):
+                pass		# a killed instance resets its connections
 
         self.srv = S(("127.0.0.1", 0), H)
         self.port = self.srv.server_address[1]
@@ -272,7 +282,7 @@ def faults(stack, stop, seed, kinds):
         k = rnd.choice(kinds)
         if k in ("kill", "term"):
             with stack.lock:
-                if len(stack.up) < 2:
+                if len(stack.up) < min(2, len(stack.inst)):
                     continue
                 i = rnd.choice(stack.up)
             stack.down(i)
@@ -298,6 +308,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=90)
     ap.add_argument("--instances", type=int, default=3)
+    ap.add_argument("--journal", choices=("mysql", "sqlite"),
+                    default="mysql",
+                    help="sqlite: one instance, the default deployment")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--faults", default="kill,term,flush,redis",
                     help="kinds of fault to pick from (none: no fault)")
@@ -312,7 +325,9 @@ def main():
             ap.error("--faults: %s is not one of kill, term, flush, redis, "
                      "none" % k)
     say("seed %d", o.seed)
-    stack = Stack(o.instances)
+    if o.journal == "sqlite":
+        o.instances = 1		# an SQLite journal is one instance's
+    stack = Stack(o.instances, o.journal)
     rcv = Receiver()
     d = stack.inst[0]
     st, b = call(d, "POST", "/v1/tenants", {"name": "chaos"},
