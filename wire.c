@@ -14,10 +14,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +46,7 @@ struct wire {
 	struct restore		*restore;	/* NULL: journal off */
 	struct reporter		*rep;		/* applies callback outcomes */
 	struct api_ctx		 ctx;
+	int			 lock_fd;	/* data_dir's lock, or -1 */
 };
 
 /* What travels with a request through the dispatcher. */
@@ -489,6 +492,66 @@ disp_done(struct disp_result *res, void *arg)
 	delivery_free(dl);
 }
 
+/*
+ * The data_dir's lock (data_dir/instance.lock, flock) and the lease value
+ * of the run that held it last (data_dir/instance).  A run that was killed
+ * or crashed could not let go of its shard leases, and the next would wait
+ * scheduler.lease for them, every job of those shards held back as long.
+ * Holding the lock proves that run gone, so the scheduler lets go of its
+ * leases at once (sched_set_predecessor), and ours is written in its
+ * place for the next run.  A retryd still running on the same data_dir
+ * holds the lock: nothing is taken over then.  The lock is held until
+ * exit.
+ */
+static void
+instance_lock(struct wire *w)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], prev[256];
+	const char *mine = sched_holder(w->sched);
+	ssize_t n;
+	int fd;
+
+	if (mkdir(conf.data_dir, 0700) == -1 && errno != EEXIST) {
+		log_warn("data_dir %s", conf.data_dir);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/instance.lock", conf.data_dir);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
+		log_warn("data_dir: %s", path);
+		return;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		if (errno == EWOULDBLOCK)
+			log_info("data_dir %s is another running retryd's "
+			    "too: this one takes over no lease early",
+			    conf.data_dir);
+		else
+			log_warn("data_dir: flock %s", path);
+		close(fd);
+		return;
+	}
+	w->lock_fd = fd;
+	snprintf(path, sizeof(path), "%s/instance", conf.data_dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		n = read(fd, prev, sizeof(prev) - 1);
+		close(fd);
+		if (n > 0) {
+			prev[n] = '\0';
+			prev[strcspn(prev, "\n")] = '\0';
+			sched_set_predecessor(w->sched, prev);
+		}
+	}
+	snprintf(tmp, sizeof(tmp), "%s/instance.tmp", conf.data_dir);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0600)) == -1) {
+		log_warn("data_dir: %s", tmp);
+		return;
+	}
+	n = dprintf(fd, "%s\n", mine);
+	if (close(fd) == -1 || n < 0 || rename(tmp, path) == -1)
+		log_warn("data_dir: %s", path);
+}
+
 struct wire *
 wire_start(int listen_fd, char *err, size_t errlen)
 {
@@ -500,6 +563,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	struct restore_config rc;
 	char why[512], ua[64];
 
+	w->lock_fd = -1;
 	if ((w->reg = registry_new(conf.redis_url, conf.redis_timeout_ms,
 	    1000, why, sizeof(why))) == NULL) {
 		snprintf(err, errlen, "registry: %s", why);
@@ -566,6 +630,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 		w->restore = restore_new(&rc);
 		restore_check_start(w->restore);	/* before the marker */
 	}
+	instance_lock(w);
 	if (sched_start(w->sched) == -1) {
 		snprintf(err, errlen, "scheduler: cannot start its threads");
 		goto fail;
@@ -617,6 +682,8 @@ fail:
 	disp_free(w->disp);
 	jrnl_close(w->jrnl);
 	registry_free(w->reg);
+	if (w->lock_fd != -1)
+		close(w->lock_fd);
 	free(w);
 	return NULL;
 }
@@ -665,5 +732,7 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	sched_free(w->sched);
 	jrnl_close(w->jrnl);		/* flushes the queued transitions */
 	registry_free(w->reg);
+	if (w->lock_fd != -1)
+		close(w->lock_fd);
 	free(w);
 }

@@ -148,10 +148,13 @@ out:
 	return rc;
 }
 
-/* Renews (ttl > 0) or releases (ttl 0) a lease key; 1 ours, 0 not, -1. */
+/*
+ * Renews (ttl > 0) or releases (ttl 0) a lease key holder holds; 1 it
+ * did, 0 not, -1.
+ */
 static int
-lease_op(struct sched *s, redisContext *c, const char *key, int64_t ttl,
-    int *broken)
+lease_op(struct sched *s, redisContext *c, const char *key,
+    const char *holder, int64_t ttl, int *broken)
 {
 	char t[24];
 	const char *argv[4];
@@ -161,7 +164,7 @@ lease_op(struct sched *s, redisContext *c, const char *key, int64_t ttl,
 	snprintf(t, sizeof(t), "%lld", (long long)ttl);
 	argv[0] = key;
 	argv[1] = "";
-	argv[2] = s->holder;
+	argv[2] = holder;
 	argv[3] = t;
 	r = sched_script_run(s->scripts, c, SCRIPT_LEASE, 1, 3, argv, NULL,
 	    broken);
@@ -208,7 +211,8 @@ node_ensure(struct sched *s, redisContext *c, int *broken)
 	pthread_mutex_unlock(&s->lock);
 	if (node >= 0) {
 		snprintf(key, sizeof(key), "rd:node:%d", node);
-		if ((got = lease_op(s, c, key, node_ttl(s), broken)) != 0)
+		if ((got = lease_op(s, c, key, s->holder, node_ttl(s),
+		    broken)) != 0)
 			return got == 1 ? 0 : -1;
 		/* Lost (we stalled longer than its time to live): anew. */
 		log_warnx("redis: node %d was lost; taking another", node);
@@ -253,12 +257,13 @@ sched_node_ensure(struct sched *s, redisContext *c, int *broken)
 }
 
 /*
- * Heartbeat: live instances (ttl 0: leave), or -1.  Learns Redis time;
- * *other_ms: when another instance's heartbeat runs out (-1: none).
+ * Heartbeat of holder: live instances (ttl 0: it leaves), or -1.  Learns
+ * Redis time; *other_ms: when another instance's heartbeat runs out (-1:
+ * none).
  */
 static int
-heartbeat(struct sched *s, redisContext *c, int64_t ttl, int64_t *other_ms,
-    int *broken)
+heartbeat(struct sched *s, redisContext *c, const char *holder, int64_t ttl,
+    int64_t *other_ms, int *broken)
 {
 	char t[24];
 	const char *argv[4];
@@ -270,7 +275,7 @@ heartbeat(struct sched *s, redisContext *c, int64_t ttl, int64_t *other_ms,
 	snprintf(t, sizeof(t), "%lld", (long long)ttl);
 	argv[0] = "rd:instances";
 	argv[1] = "";
-	argv[2] = s->holder;
+	argv[2] = holder;
 	argv[3] = t;
 	before = clock_wall_ms();
 	r = sched_script_run(s->scripts, c, SCRIPT_HEARTBEAT, 1, 3, argv,
@@ -326,6 +331,50 @@ set_owned(struct sched *s, int shard, int on)
 	__atomic_add_fetch(&s->nowned, on ? 1 : -1, __ATOMIC_RELAXED);
 }
 
+/*
+ * The shard leases and the heartbeat of this data_dir's previous run,
+ * which ended without letting go of them (killed, crashed): let go now
+ * rather than after scheduler.lease, so that a restart does not hold
+ * every job of those shards back that long.  The caller proved that run
+ * gone (sched_set_predecessor).  0, or -1 to try again next round.
+ */
+static int
+forget_predecessor(struct sched *s, redisContext *c, int *broken)
+{
+	char key[64];
+	int i, got, freed = 0;
+	int64_t other;
+
+	for (i = 0; i < s->cfg.shards; i++) {
+		snprintf(key, sizeof(key), "rd:lease:%d", i);
+		if ((got = lease_op(s, c, key, s->prev_holder, 0,
+		    broken)) == -1)
+			return -1;
+		freed += got;
+	}
+	if (heartbeat(s, c, s->prev_holder, 0, &other, broken) < 0)
+		return -1;
+	if (freed > 0)
+		log_info("scheduler: this data_dir's previous run (%s) ended "
+		    "holding %d shard leases: let go now", s->prev_holder,
+		    freed);
+	s->prev_holder[0] = '\0';
+	return 0;
+}
+
+void
+sched_set_predecessor(struct sched *s, const char *holder)
+{
+	snprintf(s->prev_holder, sizeof(s->prev_holder), "%s",
+	    holder != NULL && strcmp(holder, s->holder) != 0 ? holder : "");
+}
+
+const char *
+sched_holder(const struct sched *s)
+{
+	return s->holder;
+}
+
 int
 sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
     int *broken)
@@ -335,7 +384,11 @@ sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
 	int64_t other, pttl;
 
 	*again_ms = -1;
-	if ((live = heartbeat(s, c, s->cfg.lease_ms, &other, broken)) < 1)
+	if (s->prev_holder[0] != '\0' && forget_predecessor(s, c,
+	    broken) == -1)
+		return -1;
+	if ((live = heartbeat(s, c, s->holder, s->cfg.lease_ms, &other,
+	    broken)) < 1)
 		return -1;
 	/* Look again the moment another instance would be dead. */
 	sooner(again_ms, other >= 0 ? other + 1 : -1);
@@ -345,7 +398,8 @@ sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
 		if (!s->owned[i])
 			continue;
 		snprintf(key, sizeof(key), "rd:lease:%d", i);
-		if ((got = lease_op(s, c, key, s->cfg.lease_ms, broken)) == -1)
+		if ((got = lease_op(s, c, key, s->holder, s->cfg.lease_ms,
+		    broken)) == -1)
 			return -1;
 		if (got == 0) {
 			log_warnx("scheduler: lease of shard %d was lost", i);
@@ -357,7 +411,7 @@ sched_leases_round(struct sched *s, redisContext *c, int64_t *again_ms,
 		if (!s->owned[i])
 			continue;
 		snprintf(key, sizeof(key), "rd:lease:%d", i);
-		if (lease_op(s, c, key, 0, broken) == -1)
+		if (lease_op(s, c, key, s->holder, 0, broken) == -1)
 			return -1;
 		set_owned(s, i, 0);
 		log_debug("scheduler: shard %d handed back (%d live)", i,
@@ -402,7 +456,7 @@ sched_leases_release(struct sched *s, redisContext *c)
 		if (!s->owned[i])
 			continue;
 		snprintf(key, sizeof(key), "rd:lease:%d", i);
-		(void)lease_op(s, c, key, 0, &broken);
+		(void)lease_op(s, c, key, s->holder, 0, &broken);
 		set_owned(s, i, 0);
 	}
 	pthread_mutex_lock(&s->lock);
@@ -410,8 +464,8 @@ sched_leases_release(struct sched *s, redisContext *c)
 	pthread_mutex_unlock(&s->lock);
 	if (node >= 0 && !broken) {
 		snprintf(key, sizeof(key), "rd:node:%d", node);
-		(void)lease_op(s, c, key, 0, &broken);
+		(void)lease_op(s, c, key, s->holder, 0, &broken);
 	}
 	if (!broken)
-		(void)heartbeat(s, c, 0, &other, &broken);
+		(void)heartbeat(s, c, s->holder, 0, &other, &broken);
 }

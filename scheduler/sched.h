@@ -375,4 +375,14 @@ enum sched_err sched_restore_job(struct sched *s, const struct sched_job *job,
 /* Write the schema marker (after a restore, or on a fresh Redis). */
 enum sched_err sched_mark_schema(struct sched *s);
 
+/* The value of this scheduler's leases: its instance and a random part. */
+const char *sched_holder(const struct sched *s);
+/*
+ * Before sched_start: holder is the lease value of a run that is known to
+ * be gone (it held the data_dir's lock, which is ours now); the timer's
+ * first round lets go of the shard leases it still holds, instead of
+ * waiting scheduler.lease for them to run out.
+ */
+void	sched_set_predecessor(struct sched *s, const char *holder);
+
 #endif

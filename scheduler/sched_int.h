@@ -74,6 +74,8 @@ struct sched {
 	struct sched_pool	*pool;
 	struct sched_scripts	*scripts;
 	char			 holder[192];	/* lease value: instance+rand */
+	char			 prev_holder[192]; /* a dead run's ("": none;
+						   the timer's) */
 
 	pthread_mutex_t		 lock;
 	pthread_mutex_t		 node_lock;	/* one node lease at a time */

@@ -227,6 +227,56 @@ def _():
     assert rd.wait_exit(15) == 0, rd.proc.returncode
 
 
+def pull_tenant(rd):
+    """A tenant with a pull topic "q": its key."""
+    st, _, b = rd.admin("POST", "/v1/tenants",
+                        {"name": "t" + os.urandom(4).hex()})
+    assert st == 201, (st, b)
+    key = b["api_key"]
+    st, _, b = rd.request("PUT", "/v1/topics/q", {"mode": "pull"}, key=key)
+    assert st == 201, (st, b)
+    return key
+
+
+@t.test("killed holding its shard leases: the next run on its data_dir "
+        "lets go of them at once, not after scheduler.lease")
+def _():
+    # A lease of a minute: were the dead run's leases waited for, the job
+    # would not be ready within the reserve's 10 s.
+    with harness.RedisServer() as r:
+        rd = harness.Retryd(redis=r, config={
+            "scheduler": {"lease": "60s"},
+            "debug": {"fake_clock": True}}).wait_ready()
+        key = pull_tenant(rd)
+        st, _, b = rd.request("POST", "/v1/topics/q/jobs",
+                              {"delay_ms": 1000}, key=key)
+        assert st == 201, (st, b)
+        harness.wait_for(lambda: len(re.findall(
+            r"scheduler: shard \d+ taken", rd.log())) == 16,
+            what="every shard taken")
+        rd.signal(signal.SIGKILL)
+        assert rd.wait_exit() == -signal.SIGKILL
+        mark = rd.log_mark()
+        rd.start()
+        rd.wait_log(r"previous run \(\S+\) ended holding 16 shard "
+                    r"leases: let go now", since=mark)
+        st, _, _ = rd.admin("POST", "/v1/debug/clock", {"advance_ms": 2000})
+        assert st == 200
+        st, _, j = rd.request("GET", "/v1/topics/q/reserve?wait_ms=10000",
+                              key=key, timeout=30)
+        assert st == 200 and j["id"] == b["id"], (st, j)
+        # A second retryd on the same data_dir, while this one runs, takes
+        # nothing over: the data_dir's lock is held.
+        other = harness.Retryd(redis=r, config={
+            "data_dir": rd.data_dir, "scheduler": {"lease": "60s"}})
+        try:
+            other.wait_log(r"is another running retryd's too")
+            assert "let go now" not in other.log(), other.log()
+        finally:
+            other.stop()
+        rd.stop()
+
+
 def push_load(rd, key, topic, nthreads=24):
     """Threads pushing jobs with ids of their own (POST /push) one after
     another on keep-alive connections until refused or cut off.  Returns
