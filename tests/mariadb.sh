@@ -175,8 +175,10 @@ do_start() {
 			# A reused port we cannot get back is an error; a
 			# fresh one may have been taken: try another.
 			if [ -f "$dir/port" ] || [ $tries -ge 5 ]; then
-				die "mariadbd failed to start," \
-				    "see $dir/error.log"
+				die "mariadbd failed to start" \
+				    "($tries tries); the end of" \
+				    "$dir/error.log:" \
+				    "$(tail -n 15 "$dir/error.log" 2>/dev/null)"
 			fi
 		done
 	fi
