@@ -514,16 +514,7 @@ get_cb(const struct jrnl_job *j, void *arg)
 	return 0;
 }
 
-static int
-attempt_cb(const struct jrnl_transition *t, void *arg)
-{
-	if (t->attempt > 0)
-		json_object_array_add(arg, api_attempt_json(t->at_ms,
-		    t->http_status, t->latency_ms, t->error, t->excerpt,
-		    t->excerpt_len));
-	return 0;
-}
-
+/* The attempts a job's transitions recorded, those before before_ms. */
 struct older {
 	json_object	*arr;
 	int64_t		 before_ms;	/* INT64_MAX: all */
@@ -579,27 +570,28 @@ int
 api_job_get_journal(struct api_req *req, const char *id)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
-	json_object *o = NULL, *a;
+	struct older all = { NULL, INT64_MAX };
+	json_object *o = NULL;
 	enum jrnl_err e;
 
 	if (ctx->jrnl == NULL)
 		return 0;
 	e = jrnl_get_job(ctx->jrnl, req->tenant, id, get_cb, &o);
-	if (e == JRNL_ENOTFOUND)
+	if (e == JRNL_ENOTFOUND || (e == JRNL_OK && o == NULL))
 		return 0;
-	a = json_object_new_array();
+	all.arr = json_object_new_array();
 	if (e == JRNL_OK)
 		e = jrnl_list_transitions(ctx->jrnl, req->tenant, id,
-		    attempt_cb, a);
+		    older_cb, &all);
 	if (e != JRNL_OK) {
 		json_object_put(o);
-		json_object_put(a);
+		json_object_put(all.arr);
 		api_error(req, 503, "journal_unavailable", NULL,
 		    "Redis does not hold this job and the journal cannot be "
 		    "read now: %s", jrnl_strerror(e));
 		return 1;
 	}
-	json_object_object_add(o, "attempts", a);
+	json_object_object_add(o, "attempts", all.arr);
 	api_reply_json(req, 200, o);
 	return 1;
 }
