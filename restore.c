@@ -62,6 +62,8 @@
 struct restore {
 	struct restore_config	 cfg;
 	char			 holder[200];
+	char			 prev_holder[200]; /* a dead run's ("":
+						   none; the worker's) */
 	pthread_t		 thread;
 	int			 started;
 	pthread_mutex_t		 lock;		/* guards the three below */
@@ -560,6 +562,12 @@ look(struct restore *r, int asked)
 	int need, has = 0, restarted;
 	enum jrnl_err e;
 
+	if (r->prev_holder[0] != '\0') {
+		if (registry_restore_unlock(r->cfg.reg, r->prev_holder) !=
+		    REG_OK)
+			return -1;
+		r->prev_holder[0] = '\0';
+	}
 	if (registry_restore_state(r->cfg.reg, &st) != REG_OK)
 		return -1;
 	need = st.pending;
@@ -644,6 +652,19 @@ worker(void *arg)
 		}
 	}
 	return NULL;
+}
+
+const char *
+restore_holder(const struct restore *r)
+{
+	return r->holder;
+}
+
+void
+restore_set_predecessor(struct restore *r, const char *holder)
+{
+	snprintf(r->prev_holder, sizeof(r->prev_holder), "%s",
+	    holder != NULL && strcmp(holder, r->holder) != 0 ? holder : "");
 }
 
 int

@@ -53,6 +53,15 @@ void	restore_free(struct restore *r);
 void	restore_check_start(struct restore *r);
 /* Start the worker thread: 0, or -1 with errno. */
 int	restore_start(struct restore *r);
+/* The value of this instance's rebuild lock. */
+const char *restore_holder(const struct restore *r);
+/*
+ * Before restore_start: holder is the rebuild lock's value of a run known
+ * to be gone (see sched_set_predecessor); the worker lets go of that lock
+ * first, so that a rebuild the run left half-done is taken up at once
+ * rather than once the lock runs out.
+ */
+void	restore_set_predecessor(struct restore *r, const char *holder);
 /* The scheduler's redis_lost hook: ask the worker for a rebuild. */
 void	restore_request(struct restore *r);
 /*

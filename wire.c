@@ -493,21 +493,22 @@ disp_done(struct disp_result *res, void *arg)
 }
 
 /*
- * The data_dir's lock (data_dir/instance.lock, flock) and the lease value
- * of the run that held it last (data_dir/instance).  A run that was killed
- * or crashed could not let go of its shard leases, and the next would wait
- * scheduler.lease for them, every job of those shards held back as long.
- * Holding the lock proves that run gone, so the scheduler lets go of its
- * leases at once (sched_set_predecessor), and ours is written in its
- * place for the next run.  A retryd still running on the same data_dir
- * holds the lock: nothing is taken over then.  The lock is held until
- * exit.
+ * The data_dir's lock (data_dir/instance.lock, flock) and the lease values
+ * of the run that held it last (data_dir/instance: the scheduler's, then
+ * the rebuild lock's, a line each).  A run that was killed or crashed
+ * could not let go of its shard leases, and the next would wait
+ * scheduler.lease for them, every job of those shards held back as long;
+ * nor of the rebuild lock, if it was rebuilding (30 s).  Holding the lock
+ * proves that run gone, so the scheduler and the restore worker let go of
+ * what it held at once (sched_set_predecessor, restore_set_predecessor),
+ * and ours are written in its place for the next run.  A retryd still
+ * running on the same data_dir holds the lock: nothing is taken over
+ * then.  The lock is held until exit.
  */
 static void
 instance_lock(struct wire *w)
 {
-	char path[PATH_MAX], tmp[PATH_MAX], prev[256];
-	const char *mine = sched_holder(w->sched);
+	char path[PATH_MAX], tmp[PATH_MAX], prev[512], *second;
 	ssize_t n;
 	int fd;
 
@@ -537,8 +538,13 @@ instance_lock(struct wire *w)
 		close(fd);
 		if (n > 0) {
 			prev[n] = '\0';
-			prev[strcspn(prev, "\n")] = '\0';
+			second = prev + strcspn(prev, "\n");
+			if (*second != '\0')
+				*second++ = '\0';
+			second[strcspn(second, "\n")] = '\0';
 			sched_set_predecessor(w->sched, prev);
+			if (w->restore != NULL)
+				restore_set_predecessor(w->restore, second);
 		}
 	}
 	snprintf(tmp, sizeof(tmp), "%s/instance.tmp", conf.data_dir);
@@ -547,7 +553,8 @@ instance_lock(struct wire *w)
 		log_warn("data_dir: %s", tmp);
 		return;
 	}
-	n = dprintf(fd, "%s\n", mine);
+	n = dprintf(fd, "%s\n%s\n", sched_holder(w->sched),
+	    w->restore != NULL ? restore_holder(w->restore) : "");
 	if (close(fd) == -1 || n < 0 || rename(tmp, path) == -1)
 		log_warn("data_dir: %s", path);
 }

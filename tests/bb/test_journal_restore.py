@@ -194,6 +194,34 @@ def case_rebuilding(drv):
             assert L.counts(a, key, q)["scheduled"] == 1
 
 
+def case_dead_rebuilder(drv):
+    """A run that died rebuilding leaves the rebuild lock behind; the next
+    run on its data_dir lets go of it and rebuilds at once, not when the
+    lock runs out.  The dead run is made by hand: its values in
+    data_dir/instance, its lock in Redis for two minutes."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull")
+        L.push_batches(d, key, q, 3)
+        d.stop()
+        with open(os.path.join(d.data_dir, "instance"), "w") as f:
+            f.write("old:1/aaaa\nold:1/bbbb\n")
+        assert r.cmd("MULTI") == "OK"
+        r.cmd("FLUSHALL")
+        r.cmd("SET", "rd:{registry}:restore_lock", "old:1/bbbb", "PX",
+              "120000")
+        r.cmd("EXEC")
+        mark = d.log_mark()
+        d.start()
+        tenants, keys, topics, restored, present = L.wait_restore(
+            d, mark, timeout=30)
+        assert (tenants, restored) == (1, 3), (tenants, restored)
+        assert L.counts(d, key, q)["scheduled"] == 3
+
+
 def case_route_first(drv):
     """Two instances, their scheduler's sweep long (5 s): FLUSHALL, then
     the restore route at once, before either has seen the loss.  The route
@@ -324,6 +352,8 @@ D.each("the restore route racing the automatic rebuild makes each job once",
 D.each("two instances: one rebuilds, the other waits", case_two)
 D.each("while the rebuild is owed, what Redis lacks is 503 rebuilding, not "
        "401 or 404", case_rebuilding)
+D.each("a run that died rebuilding: the next on its data_dir lets go of its "
+       "lock and rebuilds at once", case_dead_rebuilder)
 D.each("the restore route before the loss is seen: the full rebuild "
        "still runs, once", case_route_first)
 D.each("concurrent single pushes and batches of 64 and 65 jobs: each in "
