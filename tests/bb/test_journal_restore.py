@@ -124,6 +124,16 @@ def case_two(drv):
             assert len(got) == len(set(got)) and set(got) == set(ids)
 
 
+def lose_locked(r, holder):
+    """FLUSHALL r with the rebuild lock set to holder (for two minutes) in
+    the same transaction: the rebuild waits for an instance that is not
+    there."""
+    assert r.cmd("MULTI") == "OK"
+    r.cmd("FLUSHALL")
+    r.cmd("SET", "rd:{registry}:restore_lock", holder, "PX", "120000")
+    r.cmd("EXEC")
+
+
 def case_rebuilding(drv):
     """While Redis is owed its rebuild, what it lacks is not "unknown":
     401 or 404 would tell a client to give up on a key, tenant, topic or
@@ -142,11 +152,7 @@ def case_rebuilding(drv):
             q = L.topic(a, key, mode="pull")
             jid = L.push_batches(a, key, q, 1)[0]
             marks = (a.log_mark(), b.log_mark())
-            assert r.cmd("MULTI") == "OK"
-            r.cmd("FLUSHALL")
-            r.cmd("SET", "rd:{registry}:restore_lock", "gone/0", "PX",
-                  "120000")
-            r.cmd("EXEC")
+            lose_locked(r, "gone/0")
             bogus = "rk_" + "x" * (len(key) - 3)
 
             def asks(d):
@@ -209,11 +215,7 @@ def case_dead_rebuilder(drv):
         d.stop()
         with open(os.path.join(d.data_dir, "instance"), "w") as f:
             f.write("old:1/aaaa\nold:1/bbbb\n")
-        assert r.cmd("MULTI") == "OK"
-        r.cmd("FLUSHALL")
-        r.cmd("SET", "rd:{registry}:restore_lock", "old:1/bbbb", "PX",
-              "120000")
-        r.cmd("EXEC")
+        lose_locked(r, "old:1/bbbb")
         mark = d.log_mark()
         d.start()
         tenants, keys, topics, restored, present = L.wait_restore(
