@@ -214,8 +214,23 @@ node_ensure(struct sched *s, redisContext *c, int *broken)
 		if ((got = lease_op(s, c, key, s->holder, node_ttl(s),
 		    broken)) != 0)
 			return got == 1 ? 0 : -1;
-		/* Lost (we stalled longer than its time to live): anew. */
-		log_warnx("redis: node %d was lost; taking another", node);
+		/*
+		 * Lost: Redis lost its data (every instance's at once, and
+		 * the counter with them), or we stalled past its time to
+		 * live.  Our own number again first: an instance that took
+		 * another's number while that one has not noticed its loss
+		 * yet would issue the same ids as it until it does (the
+		 * same ms, node and sequence), and a push whose id is taken
+		 * is not a new job.
+		 */
+		if ((got = lease_take(s, c, key, node_ttl(s), broken)) == -1)
+			return -1;
+		if (got == 1) {
+			log_warnx("redis: node %d was lost; taken again", node);
+			return 0;
+		}
+		log_warnx("redis: node %d was lost and is another's; taking "
+		    "another", node);
 	}
 	r = sched_pool_command(s->pool, c, broken, "rd:node", "INCR rd:node");
 	if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
@@ -224,7 +239,12 @@ node_ensure(struct sched *s, redisContext *c, int *broken)
 			freeReplyObject(r);
 		return -1;
 	}
-	start = r->integer;
+	/*
+	 * From the counter, which spreads the instances, plus a random
+	 * offset: a counter Redis lost starts again at 1, where an instance
+	 * that has not noticed the loss yet may still be.
+	 */
+	start = r->integer + s->node_salt;
 	freeReplyObject(r);
 	for (i = 0; i < NODE_TRIES; i++) {
 		node = (int)((start + i) % (ID_MAX_NODE + 1));

@@ -150,6 +150,7 @@ sched_new(const struct sched_config *cfg, const struct sched_hooks *hooks,
 	hex_encode(rnd, sizeof(rnd), hex);
 	snprintf(s->holder, sizeof(s->holder), "%.160s/%s", s->cfg.instance,
 	    hex);
+	s->node_salt = (int)(rnd[0] << 8 | rnd[1]);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->node_lock, NULL);
 	s->heads = sched_heads_new(s->cfg.shards);

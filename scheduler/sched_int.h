@@ -76,6 +76,8 @@ struct sched {
 	char			 holder[192];	/* lease value: instance+rand */
 	char			 prev_holder[192]; /* a dead run's ("": none;
 						   the timer's) */
+	int			 node_salt;	/* random: where a node
+						   number is looked for */
 
 	pthread_mutex_t		 lock;
 	pthread_mutex_t		 node_lock;	/* one node lease at a time */

@@ -277,6 +277,28 @@ def _():
         rd.stop()
 
 
+@t.test("Redis loses its data under two instances: each takes its own "
+        "node number (the ids' node) again, not the other's")
+def _():
+    # The counter that hands out node numbers is lost too; one that gave
+    # an instance the number another still used would have them issue
+    # the same ids until the other renewed.
+    with harness.RedisServer() as r:
+        conf = {"scheduler": {"lease": "1s"}}
+        ds = [harness.Retryd(redis=r, config=conf) for _ in range(2)]
+        try:
+            node = [d.wait_log(r"has node (\d+)").group(1) for d in ds]
+            assert node[0] != node[1], node
+            marks = [d.log_mark() for d in ds]
+            r.cmd("FLUSHALL")
+            for d, n, k in zip(ds, node, marks):
+                d.wait_log(r"node %s was lost; taken again" % n, since=k)
+                assert "has node" not in d.log(k), d.log(k)
+        finally:
+            for d in ds:
+                d.stop()
+
+
 def push_load(rd, key, topic, nthreads=24):
     """Threads pushing jobs with ids of their own (POST /push) one after
     another on keep-alive connections until refused or cut off.  Returns
