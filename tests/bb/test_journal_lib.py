@@ -196,6 +196,12 @@ def tenant(d, name=None):
     return name, b["api_key"]
 
 
+def pull_tenant(d):
+    """A new tenant with a pull topic: (name, key, topic)."""
+    name, key = tenant(d)
+    return name, key, topic(d, key, mode="pull")
+
+
 def topic(d, key, name=None, **conf):
     name = name or unique("q")
     ok(d.request("PUT", "/v1/topics/" + name, conf, key=key), 201)

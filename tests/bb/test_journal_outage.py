@@ -174,8 +174,7 @@ def no_writes(drv):
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+        _, key, q = L.pull_tenant(d)
         ids = L.push_batches(d, key, q, 5)
         one = "/v1/topics/%s/jobs" % q
         fault = NoWrites(drv, d.pid)
@@ -234,8 +233,7 @@ def redis_full(drv):
                                    "noeviction"]) as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+        _, key, q = L.pull_tenant(d)
         one = "/v1/topics/%s/jobs" % q
         big = "x" * 4000
         accepted = 0
@@ -292,8 +290,7 @@ def rebuild_full(drv):
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+        _, key, q = L.pull_tenant(d)
         ids = L.push_batches(d, key, q, 600, size=100, body="x" * 4000)
         used = int(r.cmd("INFO", "memory").split("used_memory:")[1]
                    .split()[0])
@@ -323,8 +320,7 @@ def _():
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+        _, key, q = L.pull_tenant(d)
         L.push_batches(d, key, q, 5)
         mark = d.log_mark()
         for suffix in ("", "-wal", "-shm"):

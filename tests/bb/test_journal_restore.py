@@ -209,8 +209,7 @@ def case_dead_rebuilder(drv):
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+        _, key, q = L.pull_tenant(d)
         L.push_batches(d, key, q, 3)
         d.stop()
         with open(os.path.join(d.data_dir, "instance"), "w") as f:
@@ -374,8 +373,7 @@ def case_snapshot(drv):
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
-        _, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull")
+        _, key, q = L.pull_tenant(d)
         ids = L.push_batches(d, key, q, 5)
         assert r.cmd("SAVE") == "OK"
         late = L.push_batches(d, key, q, 7)
@@ -415,11 +413,9 @@ def _():
     with harness.RedisServer() as r, harness.Retryd(
             redis=r, config=L.config(url, http={"threads": 1})) as d:
         L.ready(d)
-        _, ka = L.tenant(d)
-        qa = L.topic(d, ka, mode="pull")
+        _, ka, qa = L.pull_tenant(d)
         L.push_batches(d, ka, qa, 10)
-        _, kb = L.tenant(d)
-        qb = L.topic(d, kb, mode="pull")
+        _, kb, qb = L.pull_tenant(d)
         lock = D.db.hold("LOCK TABLES %s.jobs WRITE" % db)
         res = {}
         th = threading.Thread(target=lambda: res.update(r=d.request(

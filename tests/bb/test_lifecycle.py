@@ -20,6 +20,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 import harness  # noqa: E402
+import test_journal_lib as L  # noqa: E402
 
 t = harness.Tap()
 redis = harness.RedisServer()
@@ -227,17 +228,6 @@ def _():
     assert rd.wait_exit(15) == 0, rd.proc.returncode
 
 
-def pull_tenant(rd):
-    """A tenant with a pull topic "q": its key."""
-    st, _, b = rd.admin("POST", "/v1/tenants",
-                        {"name": "t" + os.urandom(4).hex()})
-    assert st == 201, (st, b)
-    key = b["api_key"]
-    st, _, b = rd.request("PUT", "/v1/topics/q", {"mode": "pull"}, key=key)
-    assert st == 201, (st, b)
-    return key
-
-
 @t.test("killed holding its shard leases: the next run on its data_dir "
         "lets go of them at once, not after scheduler.lease")
 def _():
@@ -247,8 +237,8 @@ def _():
         rd = harness.Retryd(redis=r, config={
             "scheduler": {"lease": "60s"},
             "debug": {"fake_clock": True}}).wait_ready()
-        key = pull_tenant(rd)
-        st, _, b = rd.request("POST", "/v1/topics/q/jobs",
+        _, key, q = L.pull_tenant(rd)
+        st, _, b = rd.request("POST", "/v1/topics/%s/jobs" % q,
                               {"delay_ms": 1000}, key=key)
         assert st == 201, (st, b)
         harness.wait_for(lambda: len(re.findall(
@@ -262,8 +252,8 @@ def _():
                     r"leases: let go now", since=mark)
         st, _, _ = rd.admin("POST", "/v1/debug/clock", {"advance_ms": 2000})
         assert st == 200
-        st, _, j = rd.request("GET", "/v1/topics/q/reserve?wait_ms=10000",
-                              key=key, timeout=30)
+        st, _, j = rd.request("GET", "/v1/topics/%s/reserve?wait_ms=10000"
+                              % q, key=key, timeout=30)
         assert st == 200 and j["id"] == b["id"], (st, j)
         # A second retryd on the same data_dir, while this one runs, takes
         # nothing over: the data_dir's lock is held.
