@@ -81,6 +81,8 @@ static const struct conf_key conf_keys[] = {
 	  journal_modes, NULL },
 	NUM("journal.flush_interval", CT_DURATION, journal_flush_ms, "100ms",
 	    1, 60000, 0),
+	NUM("journal.timeout", CT_DURATION, journal_timeout_ms, "2s", 100,
+	    60000, 0),
 	NUM("journal.retention", CT_DURATION, journal_retention_ms, "30d",
 	    60000, 3650 * DAY_MS, 1),
 	NUM("journal.purge_interval", CT_DURATION, journal_purge_ms, "1m",

@@ -34,6 +34,7 @@ struct conf {
 	char	*journal_url;		/* "" = sqlite under data_dir */
 	int64_t	 journal_mode;		/* enum conf_journal_mode */
 	int64_t	 journal_flush_ms;
+	int64_t	 journal_timeout_ms;
 	int64_t	 journal_retention_ms;	/* reloadable */
 	int64_t	 journal_purge_ms;	/* retention purge interval */
 	/* scheduler */

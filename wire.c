@@ -215,6 +215,7 @@ journal_open(struct wire *w, char *err, size_t errlen)
 	jc.mode = conf.journal_mode == CONF_JOURNAL_SYNC ? JRNL_MODE_SYNC :
 	    JRNL_MODE_ASYNC;
 	jc.flush_interval_ms = conf.journal_flush_ms;
+	jc.timeout_ms = conf.journal_timeout_ms;
 	jc.retention_ms = conf.journal_retention_ms;
 	jc.purge_interval_ms = conf.journal_purge_ms;
 	jc.instance = conf.instance;
