@@ -99,7 +99,10 @@ struct api_server_config {
 /* NULL with why on failure (a start-up error). */
 struct api_server *api_server_start(const struct api_server_config *cfg,
 	    char *why, size_t whylen);
-/* Stop accepting new connections (drain); requests in progress go on. */
+/*
+ * Stop taking requests: from now on one not begun is answered 503
+ * shutting_down (its connection closed); those in progress go on.
+ */
 void	api_server_quiesce(struct api_server *srv);
 /*
  * Drain: every request not begun yet is answered 503 shutting_down (its
