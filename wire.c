@@ -727,8 +727,20 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	 * grace; then the server stops.
 	 */
 	left = grace_ms - (clock_mono_us() - t0) / 1000;
-	api_server_drain(w->http, left > WIRE_DRAIN_MIN_MS ? left :
-	    WIRE_DRAIN_MIN_MS);
+	if (api_server_drain(w->http, left > WIRE_DRAIN_MIN_MS ? left :
+	    WIRE_DRAIN_MIN_MS) > 0 && w->jrnl != NULL) {
+		/*
+		 * Pushes and acks still waiting for the journal may yet be
+		 * committed: wait for the journal to write or fail what it
+		 * holds (bounded by its own timeouts) and for its callbacks,
+		 * which hand the pushes on to Redis, then give them the time
+		 * to be answered.  Stopped earlier, such a push would be in
+		 * the journal and not in Redis.
+		 */
+		log_info("http: waiting for the journal's writes in progress");
+		(void)jrnl_settle(w->jrnl);
+		(void)api_server_drain(w->http, WIRE_DRAIN_MIN_MS);
+	}
 	api_server_stop(w->http);
 	api_pull_stop();
 	api_push_stop();

@@ -47,7 +47,10 @@ struct req_priv {
 	int			 nhdr;
 	int			 started;	/* body complete, handler ran */
 	int			 parked;	/* api_suspend in this call */
-	int			 refused;	/* ... while stopping: not */
+	int			 refused;	/* ... while stopping: not
+						   (REFUSED_*) */
+	int			 unanswered;	/* close it, no answer */
+	int			 stopped_idle;	/* the stop resumed it idle */
 	int			 ran;		/* the handler ran once */
 	int			 busy;		/* counted in srv->busy */
 	/* ran and busy: only the request's own MHD thread touches them. */
@@ -57,6 +60,16 @@ struct req_priv {
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
+
+/*
+ * A request its handler parked once it could not be: answered 503 when
+ * nothing was done for it (a long-poll about to wait idly), closed without
+ * an answer when its work may be under way (the server stopping).
+ */
+#define API_STOP_WAIT_MS	1000	/* for the requests the stop resumes */
+
+#define REFUSED_IDLE	1
+#define REFUSED_BUSY	2
 
 struct api_server {
 	struct MHD_Daemon		*mhd;
@@ -1185,8 +1198,9 @@ suspend_req(struct api_req *req, int idle)
 	 * connection suspended now would still be suspended when MHD stops,
 	 * and MHD aborts the process then.  Keep-alive connections bring
 	 * new requests until the threads stop, so a handler may park one
-	 * now: it is not suspended, and run_handler() answers it 503, as it
-	 * answers every request resumed by the stop.  Suspended under the
+	 * now: it is not suspended, and run_handler() ends it as it ends
+	 * every request resumed by the stop (closed unanswered, a long-poll
+	 * about to wait idly answered 503).  Suspended under the
 	 * lock, so a request is either on the list the stop empties or
 	 * sees stopping.  Likewise a long-poll that would wait idly once the
 	 * drain has resumed those waiting: it is answered 503 at once (and
@@ -1194,7 +1208,7 @@ suspend_req(struct api_req *req, int idle)
 	 */
 	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) || (idle &&
 	    __atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST))) {
-		rp->refused = 1;
+		rp->refused = idle ? REFUSED_IDLE : REFUSED_BUSY;
 		pthread_mutex_unlock(&srv->lock);
 		return;
 	}
@@ -1327,6 +1341,21 @@ shutting_down(struct api_req *req)
 	    "the server is shutting down");
 }
 
+/*
+ * The stop ends a request whose work may be under way (a push waiting for
+ * its commit or for Redis, an ack waiting for its commit): a 503 would say
+ * that nothing was done, which may not be so.  Its connection is closed
+ * unanswered, as a crash would leave it: the client does not know, and
+ * retries with the same client id or bizkey.
+ */
+static void
+unanswered(struct api_req *req)
+{
+	priv(req)->unanswered = 1;
+	log_warnx("http: %s %s: still in progress when the server stopped: "
+	    "closed without an answer", req->method, req->path);
+}
+
 static void
 run_handler(struct api_server *srv, struct api_req *req)
 {
@@ -1334,11 +1363,15 @@ run_handler(struct api_server *srv, struct api_req *req)
 
 	/*
 	 * Without the lock: every handler runs here, and resumes hold it.
-	 * A long-poll the drain resumed is answered so too.
+	 * A long-poll the drain resumed is answered 503; a request the stop
+	 * resumed is closed, but for one waiting idly.
 	 */
 	if ((__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) ||
 	    rp->drained) && req->state != NULL) {
-		shutting_down(req);
+		if (rp->drained || rp->stopped_idle)
+			shutting_down(req);
+		else
+			unanswered(req);
 		return;
 	}
 	/*
@@ -1370,7 +1403,10 @@ run_handler(struct api_server *srv, struct api_req *req)
 	rp->refused = 0;
 	req->route->fn(req);
 	if (!req->answered && rp->refused) {
-		shutting_down(req);
+		if (rp->refused == REFUSED_IDLE)
+			shutting_down(req);
+		else
+			unanswered(req);
 		return;
 	}
 	if (!req->answered && !rp->parked) {
@@ -1514,7 +1550,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		}
 	}
 	run_handler(srv, req);
-	return MHD_YES;
+	return rp->unanswered ? MHD_NO : MHD_YES;
 }
 
 static void
@@ -1595,14 +1631,31 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	return srv;
 }
 
-void
+/* Waits until no request is busy or end (monotonic us): how many are. */
+static int
+wait_busy(struct api_server *srv, int64_t end)
+{
+	int left;
+
+	pthread_mutex_lock(&srv->drain_mu);
+	while ((left = __atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST)) > 0)
+		if (clock_cond_wait_us(&srv->idle, &srv->drain_mu,
+		    end - clock_mono_us()) == ETIMEDOUT &&
+		    clock_mono_us() >= end)
+			break;
+	pthread_mutex_unlock(&srv->drain_mu);
+	return left;
+}
+
+int
 api_server_drain(struct api_server *srv, int64_t wait_ms)
 {
 	int64_t end = clock_mono_us() + (wait_ms > 0 ? wait_ms : 0) * 1000;
 	struct req_priv *rp, *next;
+	int left;
 
 	if (srv == NULL)
-		return;
+		return 0;
 	__atomic_store_n(&srv->draining, 1, __ATOMIC_SEQ_CST);
 	/*
 	 * The long-polls waiting are answered now, while the server still
@@ -1619,18 +1672,10 @@ api_server_drain(struct api_server *srv, int64_t wait_ms)
 		resume_locked(srv, rp);
 	}
 	pthread_mutex_unlock(&srv->lock);
-	pthread_mutex_lock(&srv->drain_mu);
-	while (__atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST) > 0)
-		if (clock_cond_wait_us(&srv->idle, &srv->drain_mu,
-		    end - clock_mono_us()) == ETIMEDOUT &&
-		    clock_mono_us() >= end) {
-			log_warnx("http: %d requests still in progress after "
-			    "%lld ms of draining",
-			    __atomic_load_n(&srv->busy, __ATOMIC_SEQ_CST),
-			    (long long)wait_ms);
-			break;
-		}
-	pthread_mutex_unlock(&srv->drain_mu);
+	if ((left = wait_busy(srv, end)) > 0)
+		log_warnx("http: %d requests still in progress after %lld ms "
+		    "of draining", left, (long long)wait_ms);
+	return left;
 }
 
 /*
@@ -1660,9 +1705,17 @@ api_server_stop(struct api_server *srv)
 	/* MHD wants every suspended connection resumed before it stops. */
 	pthread_mutex_lock(&srv->lock);
 	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
-	while ((rp = srv->suspended) != NULL)
+	while ((rp = srv->suspended) != NULL) {
+		rp->stopped_idle = rp->idle;
 		resume_locked(srv, rp);
+	}
 	pthread_mutex_unlock(&srv->lock);
+	/*
+	 * Their threads end them (closed, or answered 503) before they
+	 * stop: stopped at once, libmicrohttpd may close a connection
+	 * without calling its handler again.
+	 */
+	(void)wait_busy(srv, clock_mono_us() + API_STOP_WAIT_MS * 1000);
 	MHD_stop_daemon(srv->mhd);
 	pthread_cond_destroy(&srv->idle);
 	pthread_mutex_destroy(&srv->drain_mu);

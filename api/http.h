@@ -108,10 +108,13 @@ void	api_server_quiesce(struct api_server *srv);
  * Drain: every request not begun yet is answered 503 shutting_down (its
  * connection closed), and this waits up to wait_ms until those begun
  * (their handler called) are completed, but for those waiting idly
- * (api_suspend_idle).
+ * (api_suspend_idle).  The requests still in progress: 0 when done.
  */
-void	api_server_drain(struct api_server *srv, int64_t wait_ms);
-/* Ends every suspended request with 503 and stops the threads. */
+int	api_server_drain(struct api_server *srv, int64_t wait_ms);
+/*
+ * Ends every suspended request (503 for one waiting idly; closed without
+ * an answer for one whose work may be under way) and stops the threads.
+ */
 void	api_server_stop(struct api_server *srv);
 void	*api_server_arg(struct api_server *srv);
 

@@ -302,6 +302,8 @@ struct jrnl {
 	struct jrnl_put_list	 puts;
 	struct jrnl_put_list	 inflight;
 	struct jrnl_put_list	 settled;	/* cb puts, to call back */
+	uint64_t		 cb_rounds;	/* jrnl_run_callbacks() begun */
+	uint64_t		 cb_rounds_done;	/* ... and ended */
 	struct jrnl_put_list	 tickets;	/* jrnl_flush_cb, in order */
 	struct jrnl_task_list	 tasks;		/* jrnl_run_task, in order */
 	int			 task_turn;	/* a write round went last */

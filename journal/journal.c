@@ -529,6 +529,36 @@ jrnl_flush(struct jrnl *j)
 	return rc;
 }
 
+int
+jrnl_settle(struct jrnl *j)
+{
+	uint64_t want;
+	int64_t deadline;
+	int rc;
+
+	if (j == NULL || j->off)
+		return 0;
+	rc = jrnl_flush(j);
+	pthread_mutex_lock(&j->mu);
+	/*
+	 * The puts flushed are settled, called back in the round running
+	 * now or, still on the settled list, in the next one: the writer
+	 * runs the rounds one after the other.
+	 */
+	want = j->cb_rounds + !TAILQ_EMPTY(&j->settled);
+	deadline = clock_mono_us() + j->cfg.timeout_ms * 1000;
+	while (j->cb_rounds_done < want) {
+		if (clock_mono_us() >= deadline) {
+			rc = -1;
+			break;
+		}
+		pthread_cond_signal(&j->wake);
+		jrnl_cv_wait_us(&j->done, &j->mu, deadline - clock_mono_us());
+	}
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
 enum jrnl_err
 jrnl_flush_cb(struct jrnl *j, jrnl_done_fn done, void *arg)
 {

@@ -284,6 +284,13 @@ void	jrnl_transition(struct jrnl *j, const struct jrnl_transition *t);
 /* Write everything queued before the call: 0, or -1 when it could not. */
 int	jrnl_flush(struct jrnl *j);
 /*
+ * jrnl_flush(), then wait (up to timeout_ms) until the puts it waited for
+ * have been called back, so that what their callbacks hand on is handed
+ * on (at shutdown, a push's jobs to Redis before the pushers stop).  Not
+ * from a callback, which would wait for itself.
+ */
+int	jrnl_settle(struct jrnl *j);
+/*
  * The same without waiting (a flush ticket): done(err, arg) is called
  * exactly once when JRNL_OK is returned, never otherwise, once every
  * transition queued before the call is committed, sharing the writer's

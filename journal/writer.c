@@ -478,6 +478,7 @@ jrnl_run_callbacks(struct jrnl *j)
 		return;
 	TAILQ_INIT(&l);
 	TAILQ_CONCAT(&l, &j->settled, entry);
+	j->cb_rounds++;
 	pthread_mutex_unlock(&j->mu);
 	in_callbacks = 1;
 	while ((r = TAILQ_FIRST(&l)) != NULL) {
@@ -490,6 +491,8 @@ jrnl_run_callbacks(struct jrnl *j)
 	if (j->cfg.callbacks_done != NULL)
 		j->cfg.callbacks_done();
 	pthread_mutex_lock(&j->mu);
+	j->cb_rounds_done = j->cb_rounds;
+	pthread_cond_broadcast(&j->done);	/* jrnl_settle() */
 }
 
 /* Fail whoever waits on a database that is not there. */

@@ -16,6 +16,7 @@ import http.client  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import sqlite3  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -419,6 +420,110 @@ def _():
     assert resp.status == 503, (resp.status, body)
     assert body["error"]["code"] == "shutting_down", body
     c.close()
+    r.stop()
+
+
+@t.test("SIGTERM while a push waits for a locked journal past the drain: "
+        "answered once its row is committed, and its job is in Redis")
+def _():
+    # The drain (shutdown.grace, at least 1 s) runs out while the push
+    # waits for its commit.  The stop used to answer it 503 and stop the
+    # pushers, and the row committed after that: a job in the journal
+    # that Redis never got, the client told it was not made.  Now the
+    # stop waits for the journal's writes in progress (journal.timeout)
+    # and the push is answered as it went.
+    d = harness.mkdtemp()
+    path = os.path.join(d, "j.db")
+    conf = {"journal": {"url": "sqlite://" + path, "mode": "sync",
+                        "timeout": "20s"},
+            "shutdown": {"grace": "1s"}}
+    r = harness.RedisServer()
+    rd = harness.Retryd(redis=r, config=conf).wait_ready()
+    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "slow"})
+    assert st == 201, (st, b)
+    key = b["api_key"]
+    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
+    lock = sqlite3.connect(path, isolation_level=None, timeout=10)
+    lock.execute("BEGIN IMMEDIATE")
+    c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
+    c.request("POST", "/v1/topics/q/jobs",
+              json.dumps({"delay_ms": 3600000, "body": "late"}),
+              {"Authorization": "Bearer " + key,
+               "Content-Type": "application/json"})
+    cport = c.sock.getsockname()[1]
+    harness.wait_for(lambda: read_by_server(rd.port, cport),
+                     what="the push read by retryd")
+    mark = rd.log_mark()
+    rd.signal(signal.SIGTERM)
+    rd.wait_log("requests still in progress after", since=mark)
+    lock.execute("ROLLBACK")
+    lock.close()
+    assert rd.wait_exit(30) == 0, rd.proc.returncode
+    resp = c.getresponse()
+    body = json.loads(resp.read())
+    c.close()
+    assert resp.status == 201, (resp.status, body)
+    rd2 = harness.Retryd(redis=r, config=conf).wait_ready()
+    job = L.redis_job(rd2, key, body["id"])
+    assert job != 404, "committed and answered, but not in Redis"
+    assert job["state"] == "scheduled", job
+    assert rd2.stop() == 0
+    r.stop()
+
+
+@t.test("SIGTERM while an ack waits for Redis past the drain: closed "
+        "without an answer, not 503, and the ack goes on")
+def _():
+    # Redis stopped (SIGSTOP) with a long redis.timeout: the ack is
+    # parked while the ack worker waits for Redis.  When the drain and
+    # the wait for the journal have run out, the stop ends the request.
+    # A 503 would tell the consumer that the ack was not applied, but it
+    # is once Redis answers: the connection is closed unanswered
+    # instead, as a crash would leave it.
+    d = harness.mkdtemp()
+    conf = {"journal": {"url": "sqlite://" + os.path.join(d, "j.db"),
+                        "mode": "sync", "timeout": "1s"},
+            "redis": {"timeout": "60s"},
+            "shutdown": {"grace": "1s"}}
+    r = harness.RedisServer()
+    rd = harness.Retryd(redis=r, config=conf).wait_ready()
+    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "hung"})
+    assert st == 201, (st, b)
+    key = b["api_key"]
+    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
+    st, _, job = rd.request("POST", "/v1/topics/q/jobs", {"body": "x"},
+                            key=key)
+    assert st == 201, (st, job)
+    st, _, got = rd.request("GET", "/v1/topics/q/reserve?wait_ms=5000",
+                            key=key)
+    assert st == 200 and got["id"] == job["id"], (st, got)
+    os.kill(r.proc.pid, signal.SIGSTOP)
+    try:
+        c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
+        c.request("POST", "/v1/jobs/%s/ack" % job["id"],
+                  json.dumps({"token": got["token"]}),
+                  {"Authorization": "Bearer " + key,
+                   "Content-Type": "application/json"})
+        cport = c.sock.getsockname()[1]
+        harness.wait_for(lambda: read_by_server(rd.port, cport),
+                         what="the ack read by retryd")
+        mark = rd.log_mark()
+        rd.signal(signal.SIGTERM)
+        try:
+            resp = c.getresponse()
+            answer = (resp.status, resp.read())
+        except (OSError, http.client.HTTPException) as e:
+            answer = e
+        c.close()
+    finally:
+        os.kill(r.proc.pid, signal.SIGCONT)
+    assert isinstance(answer, Exception), answer
+    assert rd.wait_exit(90) == 0, rd.proc.returncode
+    assert "still in progress when the server stopped" in rd.log(mark)
+    rd2 = harness.Retryd(redis=r, config=conf).wait_ready()
+    after = L.redis_job(rd2, key, job["id"])
+    assert after != 404 and after["state"] == "delivered", after
+    assert rd2.stop() == 0
     r.stop()
 
 
