@@ -50,7 +50,8 @@ struct req_priv {
 	int			 refused;	/* ... while stopping: not
 						   (REFUSED_*) */
 	int			 unanswered;	/* close it, no answer */
-	int			 stopped_idle;	/* the stop resumed it idle */
+	int			 stop_resumed;	/* the stop resumed it ... */
+	int			 stopped_idle;	/* ... waiting idly */
 	int			 ran;		/* the handler ran once */
 	int			 busy;		/* counted in srv->busy */
 	/* ran and busy: only the request's own MHD thread touches them. */
@@ -61,13 +62,13 @@ struct req_priv {
 	struct req_priv		*prev_susp;
 };
 
+#define API_STOP_WAIT_MS	1000	/* for the requests the stop resumes */
+
 /*
  * A request its handler parked once it could not be: answered 503 when
  * nothing was done for it (a long-poll about to wait idly), closed without
  * an answer when its work may be under way (the server stopping).
  */
-#define API_STOP_WAIT_MS	1000	/* for the requests the stop resumes */
-
 #define REFUSED_IDLE	1
 #define REFUSED_BUSY	2
 
@@ -1364,11 +1365,15 @@ run_handler(struct api_server *srv, struct api_req *req)
 	/*
 	 * Without the lock: every handler runs here, and resumes hold it.
 	 * A long-poll the drain resumed is answered 503; a request the stop
-	 * resumed is closed, but for one waiting idly.
+	 * resumed, its work not done, is closed, but for one waiting idly.
+	 * One its own worker resumed goes on to its answer.
 	 */
-	if ((__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) ||
-	    rp->drained) && req->state != NULL) {
-		if (rp->drained || rp->stopped_idle)
+	if (rp->drained && req->state != NULL) {
+		shutting_down(req);
+		return;
+	}
+	if (rp->stop_resumed && req->state != NULL) {
+		if (rp->stopped_idle)
 			shutting_down(req);
 		else
 			unanswered(req);
@@ -1706,6 +1711,7 @@ api_server_stop(struct api_server *srv)
 	pthread_mutex_lock(&srv->lock);
 	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
 	while ((rp = srv->suspended) != NULL) {
+		rp->stop_resumed = 1;
 		rp->stopped_idle = rp->idle;
 		resume_locked(srv, rp);
 	}
