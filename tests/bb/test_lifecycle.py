@@ -423,6 +423,30 @@ def _():
     r.stop()
 
 
+def tenant_topic(conf, name):
+    """A Redis, a retryd on conf, a tenant name and its pull topic q:
+    (redis, retryd, key)."""
+    r = harness.RedisServer()
+    rd = harness.Retryd(redis=r, config=conf).wait_ready()
+    st, _, b = rd.admin("POST", "/v1/tenants", {"name": name})
+    assert st == 201, (st, b)
+    key = b["api_key"]
+    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
+    return r, rd, key
+
+
+def sent_and_read(rd, key, method, path, body):
+    """A connection whose request (body as JSON) retryd has read."""
+    c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
+    c.request(method, path, json.dumps(body),
+              {"Authorization": "Bearer " + key,
+               "Content-Type": "application/json"})
+    cport = c.sock.getsockname()[1]
+    harness.wait_for(lambda: read_by_server(rd.port, cport),
+                     what="the request read by retryd")
+    return c
+
+
 @t.test("SIGTERM while a push waits for a locked journal past the drain: "
         "answered once its row is committed, and its job is in Redis")
 def _():
@@ -437,22 +461,11 @@ def _():
     conf = {"journal": {"url": "sqlite://" + path, "mode": "sync",
                         "timeout": "20s"},
             "shutdown": {"grace": "1s"}}
-    r = harness.RedisServer()
-    rd = harness.Retryd(redis=r, config=conf).wait_ready()
-    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "slow"})
-    assert st == 201, (st, b)
-    key = b["api_key"]
-    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
+    r, rd, key = tenant_topic(conf, "slow")
     lock = sqlite3.connect(path, isolation_level=None, timeout=10)
     lock.execute("BEGIN IMMEDIATE")
-    c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
-    c.request("POST", "/v1/topics/q/jobs",
-              json.dumps({"delay_ms": 3600000, "body": "late"}),
-              {"Authorization": "Bearer " + key,
-               "Content-Type": "application/json"})
-    cport = c.sock.getsockname()[1]
-    harness.wait_for(lambda: read_by_server(rd.port, cport),
-                     what="the push read by retryd")
+    c = sent_and_read(rd, key, "POST", "/v1/topics/q/jobs",
+                      {"delay_ms": 3600000, "body": "late"})
     mark = rd.log_mark()
     rd.signal(signal.SIGTERM)
     rd.wait_log("requests still in progress after", since=mark)
@@ -485,12 +498,7 @@ def _():
                         "mode": "sync", "timeout": "1s"},
             "redis": {"timeout": "60s"},
             "shutdown": {"grace": "1s"}}
-    r = harness.RedisServer()
-    rd = harness.Retryd(redis=r, config=conf).wait_ready()
-    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "hung"})
-    assert st == 201, (st, b)
-    key = b["api_key"]
-    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
+    r, rd, key = tenant_topic(conf, "hung")
     st, _, job = rd.request("POST", "/v1/topics/q/jobs", {"body": "x"},
                             key=key)
     assert st == 201, (st, job)
@@ -499,14 +507,8 @@ def _():
     assert st == 200 and got["id"] == job["id"], (st, got)
     os.kill(r.proc.pid, signal.SIGSTOP)
     try:
-        c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
-        c.request("POST", "/v1/jobs/%s/ack" % job["id"],
-                  json.dumps({"token": got["token"]}),
-                  {"Authorization": "Bearer " + key,
-                   "Content-Type": "application/json"})
-        cport = c.sock.getsockname()[1]
-        harness.wait_for(lambda: read_by_server(rd.port, cport),
-                         what="the ack read by retryd")
+        c = sent_and_read(rd, key, "POST", "/v1/jobs/%s/ack" % job["id"],
+                          {"token": got["token"]})
         mark = rd.log_mark()
         rd.signal(signal.SIGTERM)
         try:
