@@ -1595,6 +1595,34 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/*
+ * libmicrohttpd's own messages (a request too big, a malformed one, a
+ * resource it runs out of) and its panics: our log lines, with time and
+ * level, rather than bare lines on stderr.
+ */
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_warnx("http: libmicrohttpd: %s", msg);
+}
+
+static void
+mhd_panic(void *cls, const char *file, unsigned int line, const char *reason)
+{
+	(void)cls;
+	log_warnx("http: libmicrohttpd: fatal error at %s:%u: %s",
+	    file != NULL ? file : "?", line, reason != NULL ? reason : "?");
+	abort();
+}
+
 struct api_server *
 api_server_start(const struct api_server_config *cfg, char *why,
     size_t whylen)
@@ -1613,6 +1641,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	else if (MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES)
 		flags |= MHD_USE_POLL;
 	srv->cfg = *cfg;
+	MHD_set_panic_func(mhd_panic, NULL);	/* process-wide */
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_init(&srv->drain_mu, NULL);
 	clock_cond_init(&srv->idle);
@@ -1624,6 +1653,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	    (unsigned int)((cfg->timeout_ms + 999) / 1000),
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_END);
 	if (srv->mhd == NULL) {
 		snprintf(why, whylen, "cannot start the HTTP server");

@@ -10,6 +10,7 @@ stays healthy and every job it accepted before stays intact."""
 import json
 import os
 import random
+import re
 import socket
 import sys
 
@@ -661,6 +662,23 @@ def _():
     assert st == 405 and set(h["Allow"].split(", ")) == \
         {"GET", "HEAD", "DELETE", "PATCH"}, (st, h)
     assert intact()
+
+
+@t.test("libmicrohttpd's own messages (a request too big, garbage) are "
+        "log lines with a time and a level, not bare text")
+def _():
+    # The 431 of 20,000 headers and the garbage above make libmicrohttpd
+    # speak; it used to print bare lines on stderr, which a log reader
+    # cannot place or filter.
+    raw = E.raw(("GET /v1/topics HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n" %
+                 ("v" * 200000)).encode(), timeout=20)
+    assert fourxx_or_closed(raw), raw[:300]
+    lines = [ln for ln in E.d.log().splitlines() if ln.strip()]
+    mhd = [ln for ln in lines if "libmicrohttpd: " in ln]
+    assert mhd, "libmicrohttpd said nothing"
+    bare = [ln for ln in lines
+            if not re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", ln)]
+    assert not bare, bare[:5]
 
 
 @t.test("after all of it the daemon is healthy and the jobs intact")
