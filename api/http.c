@@ -50,6 +50,8 @@ struct req_priv {
 	int			 refused;	/* ... while stopping: not
 						   (REFUSED_*) */
 	int			 unanswered;	/* close it, no answer */
+	int			 late;		/* its connection came after
+						   the quiesce */
 	int			 stop_resumed;	/* the stop resumed it ... */
 	int			 stopped_idle;	/* ... waiting idly */
 	int			 ran;		/* the handler ran once */
@@ -72,6 +74,9 @@ struct req_priv {
 #define REFUSED_IDLE	1
 #define REFUSED_BUSY	2
 
+/* The socket context of a connection made after the quiesce. */
+static char late_mark;
+
 struct api_server {
 	struct MHD_Daemon		*mhd;
 	struct api_server_config	 cfg;
@@ -89,6 +94,7 @@ struct api_server {
 	 */
 	int				 busy;
 	int				 draining;	/* atomic */
+	int				 quiesced;	/* atomic */
 	pthread_mutex_t			 drain_mu;
 	pthread_cond_t			 idle;
 };
@@ -1391,7 +1397,8 @@ run_handler(struct api_server *srv, struct api_req *req)
 	 */
 	if (!rp->ran) {
 		busy_mark(srv, rp);
-		if (__atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST)) {
+		if (rp->late ||
+		    __atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST)) {
 			unbusy(srv, rp);
 			api_add_header(req, "Connection", "close");
 			shutting_down(req);
@@ -1467,6 +1474,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	struct api_server *srv = cls;
 	struct req_priv *rp = *con_cls;
 	struct api_req *req;
+	const union MHD_ConnectionInfo *ci;
 	char allowed[128];
 	const char *cl;
 	size_t limit;
@@ -1486,6 +1494,9 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		    srv->cfg.body_limit(srv->cfg.arg) : 1 << 20;
 		buf_init(&req->body, limit);
 		*con_cls = rp;
+		ci = MHD_get_connection_info(conn,
+		    MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		rp->late = ci != NULL && ci->socket_context == &late_mark;
 		req->route = route_find(srv, req, allowed, sizeof(allowed));
 		if (req->route == NULL) {
 			if (allowed[0] != '\0') {
@@ -1595,6 +1606,19 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* Marks a connection made after the quiesce (late_mark). */
+static void
+notify_connection(void *cls, struct MHD_Connection *conn,
+    void **socket_context, enum MHD_ConnectionNotificationCode toe)
+{
+	struct api_server *srv = cls;
+
+	(void)conn;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED &&
+	    __atomic_load_n(&srv->quiesced, __ATOMIC_SEQ_CST))
+		*socket_context = &late_mark;
+}
+
 /*
  * libmicrohttpd's own messages (a request too big, a malformed one, a
  * resource it runs out of) and its panics: our log lines, with time and
@@ -1654,6 +1678,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
 	    MHD_OPTION_END);
 	if (srv->mhd == NULL) {
 		snprintf(why, whylen, "cannot start the HTTP server");
@@ -1718,16 +1743,17 @@ api_server_drain(struct api_server *srv, int64_t wait_ms)
  * threads' removal of the listening socket from their epoll sets, and
  * when it loses, libmicrohttpd aborts the process ("Failed to remove
  * listen FD from epoll set"; seen once in the suite, SIGTERM just after
- * start).  Requests not begun are refused instead, on new connections as
- * on open ones, each with a 503 that says why; the socket closes when the
- * server stops.
+ * start).  The socket stays open until the server stops, and a connection
+ * made from now on is marked (notify_connection()): its requests are
+ * answered 503 shutting_down, which says why.  Open connections are served
+ * until the drain, as before.
  */
 void
 api_server_quiesce(struct api_server *srv)
 {
 	if (srv == NULL)
 		return;
-	__atomic_store_n(&srv->draining, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&srv->quiesced, 1, __ATOMIC_SEQ_CST);
 }
 
 void

@@ -100,8 +100,9 @@ struct api_server_config {
 struct api_server *api_server_start(const struct api_server_config *cfg,
 	    char *why, size_t whylen);
 /*
- * Stop taking requests: from now on one not begun is answered 503
- * shutting_down (its connection closed); those in progress go on.
+ * Stop taking connections: a request on a connection made from now on is
+ * answered 503 shutting_down (its connection closed); open connections
+ * are served until the drain.
  */
 void	api_server_quiesce(struct api_server *srv);
 /*
