@@ -1669,7 +1669,9 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_init(&srv->drain_mu, NULL);
 	clock_cond_init(&srv->idle);
+	/* The logger first: libmicrohttpd prints what comes before it. */
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
@@ -1677,7 +1679,6 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	    (unsigned int)((cfg->timeout_ms + 999) / 1000),
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
 	    MHD_OPTION_END);
 	if (srv->mhd == NULL) {

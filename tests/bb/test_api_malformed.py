@@ -676,6 +676,10 @@ def _():
     lines = [ln for ln in E.d.log().splitlines() if ln.strip()]
     mhd = [ln for ln in lines if "libmicrohttpd: " in ln]
     assert mhd, "libmicrohttpd said nothing"
+    # Nothing from it at start (its logger set where it wants it).
+    start = lines[:[i for i, ln in enumerate(lines)
+                    if "listening on" in ln][0] + 1]
+    assert not [ln for ln in start if "libmicrohttpd" in ln], start
     bare = [ln for ln in lines
             if not re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", ln)]
     assert not bare, bare[:5]
