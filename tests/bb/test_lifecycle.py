@@ -394,35 +394,6 @@ def read_by_server(port, client_port):
     return False
 
 
-@t.test("SIGTERM with a consumer long-polling: answered 503 at once, the "
-        "drain does not wait for its wait_ms")
-def _():
-    r = harness.RedisServer()
-    rd = harness.Retryd(redis=r, config={
-        "shutdown": {"grace": "30s"}}).wait_ready()
-    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "lp"})
-    key = b["api_key"]
-    assert rd.request("PUT", "/v1/topics/q", {}, key=key)[0] == 201
-    c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
-    c.request("GET", "/v1/topics/q/reserve?wait_ms=25000",
-              headers={"Authorization": "Bearer " + key})
-    cport = c.sock.getsockname()[1]
-    harness.wait_for(lambda: read_by_server(rd.port, cport),
-                     what="the long-poll read by retryd")
-    t0 = time.monotonic()
-    rd.signal(signal.SIGTERM)
-    assert rd.wait_exit(15) == 0, rd.proc.returncode
-    # A drain waiting for the long-poll would take its 25 s.
-    assert time.monotonic() - t0 < 15
-    # Answered by the drain, before the stop closes the connections.
-    resp = c.getresponse()
-    body = json.loads(resp.read())
-    assert resp.status == 503, (resp.status, body)
-    assert body["error"]["code"] == "shutting_down", body
-    c.close()
-    r.stop()
-
-
 def tenant_topic(conf, name):
     """A Redis, a retryd on conf, a tenant name and its pull topic q:
     (redis, retryd, key)."""
@@ -445,6 +416,30 @@ def sent_and_read(rd, key, method, path, body):
     harness.wait_for(lambda: read_by_server(rd.port, cport),
                      what="the request read by retryd")
     return c
+
+
+@t.test("SIGTERM with a consumer long-polling: answered 503 at once, the "
+        "drain does not wait for its wait_ms")
+def _():
+    r, rd, key = tenant_topic({"shutdown": {"grace": "30s"}}, "lp")
+    c = http.client.HTTPConnection(rd.host, rd.port, timeout=60)
+    c.request("GET", "/v1/topics/q/reserve?wait_ms=25000",
+              headers={"Authorization": "Bearer " + key})
+    cport = c.sock.getsockname()[1]
+    harness.wait_for(lambda: read_by_server(rd.port, cport),
+                     what="the long-poll read by retryd")
+    t0 = time.monotonic()
+    rd.signal(signal.SIGTERM)
+    assert rd.wait_exit(15) == 0, rd.proc.returncode
+    # A drain waiting for the long-poll would take its 25 s.
+    assert time.monotonic() - t0 < 15
+    # Answered by the drain, before the stop closes the connections.
+    resp = c.getresponse()
+    body = json.loads(resp.read())
+    assert resp.status == 503, (resp.status, body)
+    assert body["error"]["code"] == "shutting_down", body
+    c.close()
+    r.stop()
 
 
 @t.test("SIGTERM while a push waits for a locked journal past the drain: "
@@ -539,17 +534,11 @@ def _():
     # stays open and a request on a connection made after the SIGTERM
     # is refused with an answer; a connection open before it is served
     # until the drain (a consumer's ack, say), as it was.
-    r = harness.RedisServer()
-    rd = harness.Retryd(redis=r, config={
-        "shutdown": {"grace": "3s"}}).wait_ready()
-    st, _, b = rd.admin("POST", "/v1/tenants", {"name": "q1"})
-    key = b["api_key"]
+    r, rd, key = tenant_topic({"shutdown": {"grace": "3s"}}, "q1")
     rcv = harness.Receiver(script="hang")
     st, _, b = rd.request("PUT", "/v1/topics/h",
                           {"callback_url": rcv.url("/h"),
                            "timeout_ms": 30000}, key=key)
-    assert st == 201, b
-    st, _, b = rd.request("PUT", "/v1/topics/p", {}, key=key)
     assert st == 201, b
     st, _, j = rd.request("POST", "/v1/topics/h/jobs", {"body": 1}, key=key)
     assert st == 201, j
@@ -557,30 +546,30 @@ def _():
     hdrs = {"Authorization": "Bearer " + key,
             "Content-Type": "application/json"}
     old = http.client.HTTPConnection(rd.host, rd.port, timeout=30)
-    old.request("GET", "/v1/topics/p", headers=hdrs)
+    old.request("GET", "/v1/topics/q", headers=hdrs)
     resp = old.getresponse()
     assert resp.status == 200, resp.status
     resp.read()
     mark = rd.log_mark()
     rd.signal(signal.SIGTERM)
     rd.wait_log("draining", since=mark)
-    old.request("POST", "/v1/topics/p/jobs", json.dumps({"body": "old"}),
+    old.request("POST", "/v1/topics/q/jobs", json.dumps({"body": "old"}),
                 hdrs)
     resp = old.getresponse()
     kept = json.loads(resp.read())
     assert resp.status == 201, (resp.status, kept)
     old.close()
-    st, h, b = rd.request("POST", "/v1/topics/p/jobs", {"body": 2},
+    st, h, b = rd.request("POST", "/v1/topics/q/jobs", {"body": 2},
                           key=key)
     assert st == 503 and b["error"]["code"] == "shutting_down", (st, b)
     assert h.get("Connection") == "close", h
-    st, _, b = rd.request("GET", "/v1/topics/p/reserve?wait_ms=20000",
+    st, _, b = rd.request("GET", "/v1/topics/q/reserve?wait_ms=20000",
                           key=key)
     assert st == 503 and b["error"]["code"] == "shutting_down", (st, b)
     assert rd.wait_exit(30) == 0, rd.proc.returncode
     rcv.stop()
     rd2 = harness.Retryd(redis=r).wait_ready()
-    st, _, b = rd2.request("GET", "/v1/topics/p", key=key)
+    st, _, b = rd2.request("GET", "/v1/topics/q", key=key)
     assert st == 200, (st, b)
     assert sum(b["counts"].values()) == 1, b
     st, _, b = rd2.request("GET", "/v1/jobs/" + kept["id"], key=key)
