@@ -47,13 +47,12 @@ struct req_priv {
 	int			 nhdr;
 	int			 started;	/* body complete, handler ran */
 	int			 parked;	/* api_suspend in this call */
-	int			 refused;	/* ... while stopping: not
+	int			 refused;	/* ... while stopping: not, or
+						   the stop resumed it
 						   (REFUSED_*) */
 	int			 unanswered;	/* close it, no answer */
 	int			 late;		/* its connection came after
 						   the quiesce */
-	int			 stop_resumed;	/* the stop resumed it ... */
-	int			 stopped_idle;	/* ... waiting idly */
 	int			 ran;		/* the handler ran once */
 	int			 busy;		/* counted in srv->busy */
 	/* ran and busy: only the request's own MHD thread touches them. */
@@ -67,9 +66,10 @@ struct req_priv {
 #define API_STOP_WAIT_MS	1000	/* for the requests the stop resumes */
 
 /*
- * A request its handler parked once it could not be: answered 503 when
- * nothing was done for it (a long-poll about to wait idly), closed without
- * an answer when its work may be under way (the server stopping).
+ * A request its handler parked once it could not be, or the stop resumed
+ * before its work was done: answered 503 when nothing was done for it (a
+ * long-poll waiting idly), closed without an answer when its work may be
+ * under way (end_refused()).
  */
 #define REFUSED_IDLE	1
 #define REFUSED_BUSY	2
@@ -1363,6 +1363,16 @@ unanswered(struct api_req *req)
 	    "closed without an answer", req->method, req->path);
 }
 
+/* Ends a request refused or resumed by the stop (REFUSED_*). */
+static void
+end_refused(struct api_req *req)
+{
+	if (priv(req)->refused == REFUSED_IDLE)
+		shutting_down(req);
+	else
+		unanswered(req);
+}
+
 static void
 run_handler(struct api_server *srv, struct api_req *req)
 {
@@ -1378,11 +1388,8 @@ run_handler(struct api_server *srv, struct api_req *req)
 		shutting_down(req);
 		return;
 	}
-	if (rp->stop_resumed && req->state != NULL) {
-		if (rp->stopped_idle)
-			shutting_down(req);
-		else
-			unanswered(req);
+	if (rp->refused && req->state != NULL) {
+		end_refused(req);
 		return;
 	}
 	/*
@@ -1415,10 +1422,7 @@ run_handler(struct api_server *srv, struct api_req *req)
 	rp->refused = 0;
 	req->route->fn(req);
 	if (!req->answered && rp->refused) {
-		if (rp->refused == REFUSED_IDLE)
-			shutting_down(req);
-		else
-			unanswered(req);
+		end_refused(req);
 		return;
 	}
 	if (!req->answered && !rp->parked) {
@@ -1768,8 +1772,7 @@ api_server_stop(struct api_server *srv)
 	pthread_mutex_lock(&srv->lock);
 	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
 	while ((rp = srv->suspended) != NULL) {
-		rp->stop_resumed = 1;
-		rp->stopped_idle = rp->idle;
+		rp->refused = rp->idle ? REFUSED_IDLE : REFUSED_BUSY;
 		resume_locked(srv, rp);
 	}
 	pthread_mutex_unlock(&srv->lock);
