@@ -136,13 +136,20 @@ def _kill_proc(proc, sig=signal.SIGTERM, timeout=5.0):
     return proc.returncode
 
 
-def _tail(path, n=LOG_TAIL_LINES):
+# Lines a failing test's log tail leaves out: routine, and numerous enough
+# (a line per shard taken or let go) to push what matters out of the tail.
+_TAIL_NOISE = re.compile(r" debug scheduler: shard \d+ (taken|handed back)")
+
+
+def _tail(path, n=LOG_TAIL_LINES, skip=None):
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return []
     lines = data.decode("utf-8", "replace").splitlines()
+    if skip is not None:
+        lines = [s for s in lines if not skip.search(s)]
     return lines[-n:]
 
 
@@ -806,10 +813,11 @@ class Retryd:
         _unregister(self)
 
     def _diag_lines(self):
-        lines = _tail(self.logfile)
+        lines = _tail(self.logfile, skip=_TAIL_NOISE)
         if not lines:
             return []
-        return ["retryd (pid %s) log tail:" % self.pid] + \
+        return ["retryd (pid %s) log tail (shards taken or handed back "
+                "left out):" % self.pid] + \
                ["  " + s for s in lines]
 
     # -- the injectable clock (debug.fake_clock, POST /v1/debug/clock)

@@ -290,4 +290,27 @@ def _():
     assert lines[-1] == "1..3"
 
 
+@t.test("Tap: a failure prints the log tail of a retryd it started, without "
+        "the shards' taken and handed back lines")
+def _():
+    out = io.StringIO()
+    tap = harness.Tap(out=out)
+
+    def fails():
+        d = harness.Retryd(start=False)
+        with open(d.logfile, "w") as f:
+            for i in range(60):
+                f.write("T vm:1 info line %d\n" % i)
+                f.write("T vm:1 debug scheduler: shard %d taken\n" % i)
+                f.write("T vm:1 debug scheduler: shard %d handed back "
+                        "(3 live)\n" % i)
+        raise AssertionError("it failed")
+    tap.run("fails", fails)
+    lines = out.getvalue().splitlines()
+    i = [n for n, x in enumerate(lines) if "log tail" in x]
+    assert len(i) == 1, lines
+    tail = [x[4:] for x in lines[i[0] + 1:]]
+    assert tail == ["T vm:1 info line %d" % n for n in range(20, 60)], tail
+
+
 t.done()
