@@ -48,8 +48,8 @@ struct req_priv {
 	int			 started;	/* body complete, handler ran */
 	int			 parked;	/* api_suspend in this call */
 	int			 refused;	/* ... while stopping: not, or
-						   the stop resumed it
-						   (REFUSED_*) */
+						   the drain or the stop
+						   resumed it (REFUSED_*) */
 	int			 unanswered;	/* close it, no answer */
 	int			 late;		/* its connection came after
 						   the quiesce */
@@ -57,7 +57,7 @@ struct req_priv {
 	int			 busy;		/* counted in srv->busy */
 	/* ran and busy: only the request's own MHD thread touches them. */
 	int			 idle;		/* api_suspend_idle (lock) */
-	int			 drained;	/* resumed by the drain, counted
+	int			 drained;	/* resumed by the drain: counted
 						   in srv->busy by it */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
@@ -66,10 +66,10 @@ struct req_priv {
 #define API_STOP_WAIT_MS	1000	/* for the requests the stop resumes */
 
 /*
- * A request its handler parked once it could not be, or the stop resumed
- * before its work was done: answered 503 when nothing was done for it (a
- * long-poll waiting idly), closed without an answer when its work may be
- * under way (end_refused()).
+ * A request its handler parked once it could not be, or the drain or the
+ * stop resumed before its work was done: answered 503 when nothing was
+ * done for it (a long-poll waiting idly), closed without an answer when
+ * its work may be under way (end_refused()).
  */
 #define REFUSED_IDLE	1
 #define REFUSED_BUSY	2
@@ -1380,14 +1380,10 @@ run_handler(struct api_server *srv, struct api_req *req)
 
 	/*
 	 * Without the lock: every handler runs here, and resumes hold it.
-	 * A long-poll the drain resumed is answered 503; a request the stop
-	 * resumed, its work not done, is closed, but for one waiting idly.
-	 * One its own worker resumed goes on to its answer.
+	 * A request the drain or the stop resumed (refused set) is ended:
+	 * one waiting idly answered 503, one whose work may be under way
+	 * closed.  One its own worker resumed goes on to its answer.
 	 */
-	if (rp->drained && req->state != NULL) {
-		shutting_down(req);
-		return;
-	}
 	if (rp->refused && req->state != NULL) {
 		end_refused(req);
 		return;
@@ -1733,6 +1729,7 @@ api_server_drain(struct api_server *srv, int64_t wait_ms)
 		if (!rp->idle)
 			continue;
 		rp->drained = 1;
+		rp->refused = REFUSED_IDLE;
 		__atomic_add_fetch(&srv->busy, 1, __ATOMIC_SEQ_CST);
 		resume_locked(srv, rp);
 	}
