@@ -1120,7 +1120,13 @@ api_body_json(struct api_req *req, json_object **out)
 	/* The member that holds it answers (api_json_int, job bodies). */
 	req->int_clamped = sh.int_range;
 	tok = thread_tokener();
-	obj = json_tokener_parse_ex(tok, req->body.data, (int)req->body.len);
+	/*
+	 * With the buffer's NUL after the text: at the end of its input
+	 * json-c cannot tell a bare number or literal ("42", "true") has
+	 * ended, and waits for more; the NUL ends it.
+	 */
+	obj = json_tokener_parse_ex(tok, req->body.data,
+	    (int)req->body.len + 1);
 	e = json_tokener_get_error(tok);
 	if (obj != NULL && e == json_tokener_success &&
 	    json_tokener_get_parse_end(tok) < req->body.len) {
@@ -1142,7 +1148,7 @@ api_body_json(struct api_req *req, json_object **out)
 		pthread_setspecific(tok_key, NULL);
 	} else
 		json_tokener_reset(tok);
-	if (e != json_tokener_success || obj == NULL) {
+	if (e != json_tokener_success) {
 		json_object_put(obj);
 		api_error(req, 400, "invalid_json", NULL,
 		    "the body is not valid JSON: %s",
@@ -1150,7 +1156,8 @@ api_body_json(struct api_req *req, json_object **out)
 		    json_tokener_error_desc(e));
 		return -1;
 	}
-	if (!json_object_is_type(obj, json_type_object)) {
+	/* obj is NULL for the text "null". */
+	if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
 		json_object_put(obj);
 		api_error(req, 400, "invalid_json", NULL,
 		    "the body must be a JSON object");

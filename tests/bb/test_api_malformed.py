@@ -119,6 +119,22 @@ def _():
     assert intact()
 
 
+@t.test("a body that is JSON but not an object (a bare number, true, null, "
+        "a string, an array) is 400 saying it must be an object")
+def _():
+    # json-c, at the end of its input, cannot tell that a bare number or
+    # literal has ended: these were once answered "not valid JSON:
+    # unexpected end of data".
+    for body in [b'42', b'-1.5', b'true', b'false', b'null', b'"x"',
+                 b'[1]', b' 7 \r\n']:
+        for m, p in JSON_ROUTES:
+            st, raw = send(m, p, body)
+            assert st == 400 and b'"invalid_json"' in raw and \
+                b"the body must be a JSON object" in raw, \
+                (body, m, p, raw[:300])
+    assert intact()
+
+
 @t.test("NUL bytes in names and keys (path, query, headers) are refused")
 def _():
     for path in ["/v1/topics/a%00b", "/v1/jobs/%00", "/get/%00x",
