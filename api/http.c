@@ -1631,6 +1631,9 @@ notify_connection(void *cls, struct MHD_Connection *conn,
  * resource it runs out of) and its panics: our log lines, with time and
  * level, rather than bare lines on stderr.
  */
+static void	mhd_log(void *, const char *, va_list)
+		    __attribute__((format(printf, 2, 0)));
+
 static void
 mhd_log(void *cls, const char *fmt, va_list ap)
 {

@@ -29,7 +29,8 @@ int	buf_puts(struct buf *b, const char *s);
 int	buf_reserve(struct buf *b, size_t n);
 int	buf_printf(struct buf *b, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
-int	buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+int	buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+	    __attribute__((format(printf, 2, 0)));
 void	buf_reset(struct buf *b);
 /* Hands the data to the caller (who frees it) and empties b. */
 char	*buf_steal(struct buf *b, size_t *lenp);

@@ -63,6 +63,9 @@ log_level_name(enum log_level level)
 	return log_names[level];
 }
 
+static void	log_vwrite(enum log_level, const struct log_obj *, int, int,
+		    const char *, va_list) LOG_PRINTF(5, 0);
+
 static void
 log_vwrite(enum log_level level, const struct log_obj *obj, int with_errno,
     int saved_errno, const char *fmt, va_list ap)
