@@ -30,6 +30,26 @@ tests_route_list_LDADD = libapi.a libjournal.a libdispatcher.a \
 TESTS += tests/openapi_check.sh
 EXTRA_DIST += tests/openapi_check.sh
 
+# The libFuzzer target of the request bodies' JSON check needs CC=clang:
+# ./configure --enable-fuzz --enable-asan CC=clang, then
+# ./tests/fuzz/fuzz_json tests/fuzz/corpus_json
+if ENABLE_FUZZ
+noinst_PROGRAMS += tests/fuzz/fuzz_json
+tests_fuzz_fuzz_json_SOURCES = tests/fuzz/fuzz_json.c
+tests_fuzz_fuzz_json_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(JSONC_CFLAGS) \
+	-fsanitize=fuzzer
+tests_fuzz_fuzz_json_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_json_LDADD = $(tests_route_list_LDADD)
+endif
+EXTRA_DIST += tests/fuzz/fuzz_json.c tests/fuzz/corpus_json
+# make check runs the corpus through the target without libFuzzer.
+check_PROGRAMS += tests/fuzz/replay_json
+tests_fuzz_replay_json_SOURCES = tests/fuzz/fuzz_json.c tests/fuzz/replay.c
+tests_fuzz_replay_json_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(JSONC_CFLAGS) \
+	-DREPLAY_CORPUS='"tests/fuzz/corpus_json"'
+tests_fuzz_replay_json_LDADD = $(tests_route_list_LDADD)
+TESTS += tests/fuzz/replay_json
+
 # Black-box tests of the REST API (test_api_lib.py is their shared helper).
 TESTS += tests/bb/test_api_tenants.py tests/bb/test_api_topics.py \
 	tests/bb/test_api_jobs.py tests/bb/test_api_pull.py \

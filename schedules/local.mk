@@ -25,4 +25,14 @@ tests_fuzz_fuzz_schedule_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_schedule_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_schedule_LDADD = libschedules.a libutil.a
 endif
-EXTRA_DIST += tests/fuzz/fuzz_schedule.c tests/fuzz/corpus_schedule
+EXTRA_DIST += tests/fuzz/fuzz_schedule.c tests/fuzz/corpus_schedule \
+	tests/fuzz/replay.c
+# make check runs the corpus through the target without libFuzzer
+# (tests/fuzz/replay.c).
+check_PROGRAMS += tests/fuzz/replay_schedule
+tests_fuzz_replay_schedule_SOURCES = tests/fuzz/fuzz_schedule.c \
+	tests/fuzz/replay.c
+tests_fuzz_replay_schedule_CFLAGS = $(AM_CFLAGS) \
+	-DREPLAY_CORPUS='"tests/fuzz/corpus_schedule"'
+tests_fuzz_replay_schedule_LDADD = libschedules.a libutil.a
+TESTS += tests/fuzz/replay_schedule
