@@ -32,7 +32,7 @@ EXTRA_DIST += tests/openapi_check.sh
 
 # The libFuzzer target of the request bodies' JSON check needs CC=clang:
 # ./configure --enable-fuzz --enable-asan CC=clang, then
-# ./tests/fuzz/fuzz_json tests/fuzz/corpus_json
+# ./tests/fuzz/fuzz_json RUN tests/fuzz/corpus_json (HACKING.md)
 if ENABLE_FUZZ
 noinst_PROGRAMS += tests/fuzz/fuzz_json
 tests_fuzz_fuzz_json_SOURCES = tests/fuzz/fuzz_json.c

@@ -49,6 +49,28 @@ tests_unit_test_sched_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_sched_LDADD = libscheduler.a libschedules.a libutil.a \
 	$(HIREDIS_LIBS) $(JSONC_LIBS) $(CMOCKA_LIBS) -lpthread
 endif
+
+# The libFuzzer target of the packed record and attempt log needs CC=clang:
+# ./configure --enable-fuzz --enable-asan CC=clang, then
+# ./tests/fuzz/fuzz_record RUN tests/fuzz/corpus_record (HACKING.md)
+if ENABLE_FUZZ
+noinst_PROGRAMS += tests/fuzz/fuzz_record
+tests_fuzz_fuzz_record_SOURCES = tests/fuzz/fuzz_record.c
+tests_fuzz_fuzz_record_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_record_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_record_LDADD = libscheduler.a libschedules.a libutil.a \
+	$(HIREDIS_LIBS) $(JSONC_LIBS) -lpthread
+endif
+EXTRA_DIST += tests/fuzz/fuzz_record.c tests/fuzz/corpus_record
+# make check runs the corpus through the target without libFuzzer.
+check_PROGRAMS += tests/fuzz/replay_record
+tests_fuzz_replay_record_SOURCES = tests/fuzz/fuzz_record.c tests/fuzz/replay.c
+tests_fuzz_replay_record_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) \
+	-DREPLAY_CORPUS='"tests/fuzz/corpus_record"'
+tests_fuzz_replay_record_LDADD = libscheduler.a libschedules.a libutil.a \
+	$(HIREDIS_LIBS) $(JSONC_LIBS) -lpthread
+TESTS += tests/fuzz/replay_record
+
 libscheduler_a_SOURCES += scheduler/registry.c scheduler/registry.h
 libscheduler_a_SOURCES += scheduler/registry_restore.c scheduler/registry_int.h
 libscheduler_a_SOURCES += scheduler/sched_batch.h

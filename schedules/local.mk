@@ -17,7 +17,7 @@ tests_unit_test_schedule_LDADD = libschedules.a libutil.a $(CMOCKA_LIBS)
 endif
 
 # The libFuzzer target needs CC=clang: ./configure --enable-fuzz CC=clang,
-# then ./tests/fuzz/fuzz_schedule tests/fuzz/corpus_schedule
+# then ./tests/fuzz/fuzz_schedule RUN tests/fuzz/corpus_schedule (HACKING.md)
 if ENABLE_FUZZ
 noinst_PROGRAMS += tests/fuzz/fuzz_schedule
 tests_fuzz_fuzz_schedule_SOURCES = tests/fuzz/fuzz_schedule.c
