@@ -26,6 +26,7 @@ tests_fuzz_fuzz_schedule_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_schedule_LDADD = libschedules.a libutil.a
 endif
 EXTRA_DIST += tests/fuzz/fuzz_schedule.c tests/fuzz/corpus_schedule \
+	tests/fuzz/fuzz.h \
 	tests/fuzz/replay.c
 # make check runs the corpus through the target without libFuzzer
 # (tests/fuzz/replay.c).

@@ -28,17 +28,9 @@
 #include <json-c/json.h>
 
 #include "api/http.h"
+#include "tests/fuzz/fuzz.h"
 
 #define TOKENER_DEPTH	64	/* as api/http.c's thread_tokener() */
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
 
 static int
 same_shape(const struct api_json_shape *a, const struct api_json_shape *b)
@@ -91,23 +83,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size >= INT32_MAX)
 		return 0;
 	dup = malloc(duplen);
-	check(dup != NULL);
+	fuzz_check(dup != NULL);
 	memset(dup, 'x', duplen);
 	why = api_json_scan_dup(data, size, &sh, dup, duplen);
 	why_plain = api_json_scan(data, size, &plain);
 
-	check(why == NULL || why[0] != '\0');
+	fuzz_check(why == NULL || why[0] != '\0');
 	if (sh.dup_name || sh.nul_name) {
-		check(why != NULL);
-		check(memchr(dup, '\0', duplen) != NULL);
+		fuzz_check(why != NULL);
+		fuzz_check(memchr(dup, '\0', duplen) != NULL);
 	} else {
-		check((why == NULL) == (why_plain == NULL));
-		check(why == NULL || strcmp(why, why_plain) == 0);
-		check(same_shape(&sh, &plain));
+		fuzz_check((why == NULL) == (why_plain == NULL));
+		fuzz_check(why == NULL || strcmp(why, why_plain) == 0);
+		fuzz_check(same_shape(&sh, &plain));
 	}
 	if (why == NULL && sh.depth < TOKENER_DEPTH &&
 	    memchr(data, '\0', size) == NULL)
-		check(jsonc_reads(data, size));
+		fuzz_check(jsonc_reads(data, size));
 	free(dup);
 	return 0;
 }

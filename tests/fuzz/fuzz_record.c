@@ -22,15 +22,7 @@
 
 #include "scheduler/sched_int.h"
 #include "util/buf.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "tests/fuzz/fuzz.h"
 
 /* Two optional strings equal as C strings (what the encoder writes). */
 static int
@@ -66,17 +58,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t idklen, n;
 	struct buf b;
 
-	check(sched_idkey(id, idk, &idklen) == 0);
+	fuzz_check(sched_idkey(id, idk, &idklen) == 0);
 	if ((job = sched_rec_decode("t", 3, idk, idklen, rec, size)) != NULL) {
-		check(strcmp(job->id, id) == 0 && job->shard == 3);
-		check(job->body != NULL && job->body_len <= size &&
+		fuzz_check(strcmp(job->id, id) == 0 && job->shard == 3);
+		fuzz_check(job->body != NULL && job->body_len <= size &&
 		    memcmp(job->body, rec + size - job->body_len,
 		    job->body_len) == 0);
 		buf_init(&b, SIZE_MAX / 2);
 		if (sched_rec_encode(job, &b) == 0) {
 			again = sched_rec_decode("t", 3, idk, idklen, b.data,
 			    b.len);
-			check(again != NULL && same_job(job, again));
+			fuzz_check(again != NULL && same_job(job, again));
 			sched_job_free(again);
 		}
 		buf_free(&b);

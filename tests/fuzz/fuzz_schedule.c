@@ -17,18 +17,10 @@
 #include <string.h>
 
 #include "schedules/schedule.h"
+#include "tests/fuzz/fuzz.h"
 
 #define NOW_MS		INT64_C(1735689600000)	/* 2025-01-01T00:00:00Z */
 #define HORIZON_MS	(INT64_C(30) * 86400000)
-
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
 
 static void
 check_schedule(const struct retry_schedule *s, int64_t horizon_ms)
@@ -43,16 +35,17 @@ check_schedule(const struct retry_schedule *s, int64_t horizon_ms)
 	char text[SCHEDULE_FORMAT_MAX];
 	int i, k, len;
 
-	check(s->n >= 1 && s->n <= SCHEDULE_MAX_WAITS);
+	fuzz_check(s->n >= 1 && s->n <= SCHEDULE_MAX_WAITS);
 	for (i = 0; i < s->n; i++)
-		check(s->wait_ms[i] >= 0);
-	check(horizon_ms == 0 || schedule_total_ms(s) <= horizon_ms);
+		fuzz_check(s->wait_ms[i] >= 0);
+	fuzz_check(horizon_ms == 0 || schedule_total_ms(s) <= horizon_ms);
 
 	len = schedule_format(s, text, sizeof(text));
-	check(len > 0 && (size_t)len == strlen(text));
-	check(schedule_parse(text, (size_t)len, horizon_ms, &t, NULL) == 0);
-	check(t.n == s->n);
-	check(memcmp(t.wait_ms, s->wait_ms, (size_t)s->n *
+	fuzz_check(len > 0 && (size_t)len == strlen(text));
+	fuzz_check(schedule_parse(text, (size_t)len, horizon_ms, &t,
+	    NULL) == 0);
+	fuzz_check(t.n == s->n);
+	fuzz_check(memcmp(t.wait_ms, s->wait_ms, (size_t)s->n *
 	    sizeof(s->wait_ms[0])) == 0);
 
 	for (i = 0; i <= s->n; i++)
@@ -61,9 +54,9 @@ check_schedule(const struct retry_schedule *s, int64_t horizon_ms)
 			o.http_status = statuses[(i + k) % 5];
 			o.retry_after_ms = NOW_MS + (i % 2 ? 90000 : -1);
 			d = schedule_decide(s, i, &o, NOW_MS, 3600000);
-			check(d.reason != NULL);
+			fuzz_check(d.reason != NULL);
 			if (d.verdict == SCHEDULE_RETRY)
-				check(i >= 1 && i < s->n &&
+				fuzz_check(i >= 1 && i < s->n &&
 				    d.next_ms >= schedule_add_ms(NOW_MS,
 				    s->wait_ms[i]));
 		}
@@ -81,19 +74,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (schedule_parse(p, size, 0, &s, &err) == 0)
 		check_schedule(&s, 0);
 	else
-		check(err.pos <= size && memchr(err.reason, '\0',
+		fuzz_check(err.pos <= size && memchr(err.reason, '\0',
 		    sizeof(err.reason)) != NULL);
 	if (schedule_parse(p, size, HORIZON_MS, &s, &err) == 0)
 		check_schedule(&s, HORIZON_MS);
 	else
-		check(err.pos <= size);
+		fuzz_check(err.pos <= size);
 
 	if ((str = malloc(size + 1)) == NULL)
 		return 0;
 	memcpy(str, data, size);
 	str[size] = '\0';
 	if (schedule_parse_retry_after(str, NOW_MS, &abs_ms) == 0)
-		check(abs_ms >= NOW_MS);
+		fuzz_check(abs_ms >= NOW_MS);
 	free(str);
 	return 0;
 }

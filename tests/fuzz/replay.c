@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 /* The file's bytes in a buffer of their size (1 for none); NULL on error. */
 static uint8_t *
