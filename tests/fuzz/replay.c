@@ -48,6 +48,22 @@ slurp(const char *path, size_t *lenp)
 	return p;
 }
 
+/* Runs the file at path through the target: 0, or -1 when unreadable. */
+static int
+run_input(const char *path)
+{
+	uint8_t *data;
+	size_t len;
+
+	if ((data = slurp(path, &len)) == NULL)
+		return -1;
+	printf("# input: %s\n", path);
+	fflush(stdout);
+	LLVMFuzzerTestOneInput(data, len);
+	free(data);
+	return 0;
+}
+
 static int
 name_cmp(const void *a, const void *b)
 {
@@ -62,21 +78,13 @@ replay(const char *dir)
 	struct stat st;
 	DIR *d;
 	char **names = NULL, path[4096], **v;
-	size_t n = 0, max = 0, i, len;
+	size_t n = 0, max = 0, i;
 	long ran = 0;
-	uint8_t *data;
 
 	if (stat(dir, &st) == -1)
 		return -1;
-	if (!S_ISDIR(st.st_mode)) {
-		if ((data = slurp(dir, &len)) == NULL)
-			return -1;
-		printf("# input: %s\n", dir);
-		fflush(stdout);
-		LLVMFuzzerTestOneInput(data, len);
-		free(data);
-		return 1;
-	}
+	if (!S_ISDIR(st.st_mode))
+		return run_input(dir) == 0 ? 1 : -1;
 	if ((d = opendir(dir)) == NULL)
 		return -1;
 	while ((de = readdir(d)) != NULL) {
@@ -101,12 +109,8 @@ replay(const char *dir)
 			goto fail;
 		if (!S_ISREG(st.st_mode))
 			continue;
-		if ((data = slurp(path, &len)) == NULL)
+		if (run_input(path) == -1)
 			goto fail;
-		printf("# input: %s\n", path);
-		fflush(stdout);
-		LLVMFuzzerTestOneInput(data, len);
-		free(data);
 		ran++;
 	}
 	goto out;
