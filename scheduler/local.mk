@@ -58,8 +58,7 @@ noinst_PROGRAMS += tests/fuzz/fuzz_record
 tests_fuzz_fuzz_record_SOURCES = tests/fuzz/fuzz_record.c
 tests_fuzz_fuzz_record_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_record_LDFLAGS = -fsanitize=fuzzer
-tests_fuzz_fuzz_record_LDADD = libscheduler.a libschedules.a libutil.a \
-	$(HIREDIS_LIBS) $(JSONC_LIBS) -lpthread
+tests_fuzz_fuzz_record_LDADD = $(tests_fuzz_replay_record_LDADD)
 endif
 EXTRA_DIST += tests/fuzz/fuzz_record.c tests/fuzz/corpus_record
 # make check runs the corpus through the target without libFuzzer.
