@@ -51,6 +51,7 @@ LOG_TAIL_LINES = 40
 
 _resources = []                 # [(seq, obj)]: live objects with _cleanup()
 _tempdirs = []
+_sanitizer_reports = []         # what _scan_sanitizers() found, for Tap
 _lock = threading.RLock()
 _seq = [0]
 
@@ -83,6 +84,27 @@ def mkdtemp(prefix="retryd-bb-"):
     with _lock:
         _tempdirs.append(d)
     return d
+
+
+# A report of AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer
+# in a retryd's output (a build with --enable-asan/--enable-ubsan).  ASan
+# and UBSan stop the daemon, which a test may not notice (it may be
+# stopping it anyway); LeakSanitizer speaks only at exit, after the test.
+_SANITIZER_RE = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|"
+                           r"SUMMARY: UndefinedBehaviorSanitizer|"
+                           r": runtime error: ")
+
+
+def _scan_sanitizers(text, who):
+    """Record the first sanitizer report in text (a retryd's output)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if _SANITIZER_RE.search(line):
+            with _lock:
+                _sanitizer_reports.append(
+                    [who + ": a sanitizer report:"] + lines[i:i + 40])
+            return True
+    return False
 
 
 def cleanup_all():
@@ -282,7 +304,17 @@ class Tap:
         return True
 
     def done(self):
-        """Print the plan and exit: status 1 when any test failed."""
+        """Stop what is still running; a sanitizer report in any retryd's
+        output is one more failed test.  Print the plan and exit: status 1
+        when any test failed."""
+        cleanup_all()
+        if _sanitizer_reports:
+            self.n += 1
+            self.failed += 1
+            self._say("not ok %d - no sanitizer reports in retryd's output"
+                      % self.n)
+            for report in _sanitizer_reports:
+                self.diag("\n".join(report))
         self._say("1..%d" % self.n)
         sys.exit(1 if self.failed else 0)
 
@@ -620,6 +652,7 @@ class Retryd:
         self.port = None
         self.host = "127.0.0.1"
         self._logf = None
+        self._scanned = 0
         self.use_config = config is not False
         if self.use_config:
             self.write_config(config)
@@ -803,6 +836,7 @@ class Retryd:
         if self._logf is not None:
             self._logf.close()
             self._logf = None
+        self._scan()
         return rc
 
     def _cleanup(self):
@@ -810,7 +844,20 @@ class Retryd:
         if self._logf is not None:
             self._logf.close()
             self._logf = None
+        self._scan()
         _unregister(self)
+
+    def _scan(self):
+        """Sanitizer reports in the log since the last scan (see Tap)."""
+        try:
+            with open(self.logfile, "rb") as f:
+                f.seek(self._scanned)
+                raw = f.read()
+        except OSError:
+            return
+        self._scanned += len(raw)
+        _scan_sanitizers(raw.decode("utf-8", "replace"),
+                         "retryd (pid %s)" % self.pid)
 
     def _diag_lines(self):
         lines = _tail(self.logfile, skip=_TAIL_NOISE)
@@ -844,6 +891,8 @@ def run_retryd(args, env=None, timeout=DEFAULT_TIMEOUT, cwd=None):
     p = subprocess.run([retryd_bin()] + list(args), stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        env=e, cwd=cwd or mkdtemp(), timeout=timeout)
+    _scan_sanitizers(p.stderr.decode("utf-8", "replace"),
+                     "retryd %s" % " ".join(args))
     return (p.returncode, p.stdout.decode("utf-8", "replace"),
             p.stderr.decode("utf-8", "replace"))
 

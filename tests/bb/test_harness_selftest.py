@@ -312,5 +312,40 @@ def _():
     tail = [x[4:] for x in lines[i[0] + 1:]]
     assert tail == ["T vm:1 info line %d" % n for n in range(20, 60)], tail
 
+@t.test("Tap: a sanitizer report in a retryd's log (here LeakSanitizer's, "
+        "written at exit) is one more failed test, with the report")
+def _():
+    out = io.StringIO()
+    tap = harness.Tap(out=out)
+    d = harness.Retryd(start=False)
+    with open(d.logfile, "w") as f:
+        f.write("T vm:1 info retryd: stopped\n\n=================\n"
+                "==4242==ERROR: LeakSanitizer: detected memory leaks\n\n"
+                "Direct leak of 24 byte(s) in 1 object(s) allocated from:\n"
+                "    #0 0x7f in malloc\n    #1 0x55 in xmalloc util/x.c:9\n")
+    tap.run("passes", lambda: None)
+    try:
+        try:
+            tap.done()
+        except SystemExit as e:
+            assert e.code == 1, e.code
+        lines = out.getvalue().splitlines()
+        assert lines[0] == "ok 1 - passes", lines
+        assert lines[1] == "not ok 2 - no sanitizer reports in retryd's " \
+            "output", lines
+        assert any("ERROR: LeakSanitizer" in x for x in lines), lines
+        assert any("xmalloc util/x.c:9" in x for x in lines), lines
+        assert lines[-1] == "1..2", lines
+    finally:
+        del harness._sanitizer_reports[:]
+    # UBSan's and ASan's own lines are reports too; ordinary lines are not.
+    for text, found in [("x.c:3:9: runtime error: signed integer overflow",
+                         True),
+                        ("==1==ERROR: AddressSanitizer: heap-use-after-free",
+                         True),
+                        ("info api: the body is not valid JSON", False)]:
+        assert harness._scan_sanitizers(text, "t") is found, text
+    del harness._sanitizer_reports[:]
+
 
 t.done()
