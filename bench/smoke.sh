@@ -103,5 +103,27 @@ else
 	sed 's/^/# /' "$out/isolation.out" | tail -n 30
 	fail=1
 fi
+# retryd's logs, as bench/run and bench/ratio keep them in $out (a log per
+# workload, read after retryd stopped): a sanitizer report in one (a build
+# with --enable-asan or --enable-ubsan) fails the smoke.  bench/isolation
+# fails by itself on one (tests/bb/harness.py reads its daemons' logs).
+n=$((n + 1))
+san='ERROR: (AddressSanitizer|LeakSanitizer)|'
+san="$san"'SUMMARY: UndefinedBehaviorSanitizer|: runtime error: '
+logs=$(find "$out" -name retryd.log | wc -l)
+found=$(find "$out" -name retryd.log -exec grep -l -E "$san" {} + \
+    2>/dev/null)
+if [ "$logs" -gt 0 ] && [ -z "$found" ]; then
+	echo "ok $n - no sanitizer reports in retryd's $logs logs"
+elif [ "$logs" = 0 ]; then
+	echo "not ok $n - no retryd logs kept to read"
+	fail=1
+else
+	echo "not ok $n - sanitizer reports in retryd's logs"
+	for f in $found; do
+		grep -E -A 30 "$san" "$f" | head -n 40 | sed 's/^/# /'
+	done
+	fail=1
+fi
 echo "1..$n"
 exit $fail

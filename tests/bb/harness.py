@@ -107,6 +107,12 @@ def _scan_sanitizers(text, who):
     return False
 
 
+def sanitizer_reports():
+    """The reports found so far, each a list of lines (see Tap.done)."""
+    with _lock:
+        return [list(r) for r in _sanitizer_reports]
+
+
 def cleanup_all():
     """Stop every registered child (newest first) and remove temp dirs."""
     with _lock:
@@ -308,12 +314,13 @@ class Tap:
         output is one more failed test.  Print the plan and exit: status 1
         when any test failed."""
         cleanup_all()
-        if _sanitizer_reports:
+        reports = sanitizer_reports()
+        if reports:
             self.n += 1
             self.failed += 1
             self._say("not ok %d - no sanitizer reports in retryd's output"
                       % self.n)
-            for report in _sanitizer_reports:
+            for report in reports:
                 self.diag("\n".join(report))
         self._say("1..%d" % self.n)
         sys.exit(1 if self.failed else 0)
