@@ -42,6 +42,10 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 DEFAULT_TIMEOUT = 10.0          # seconds; every wait has a deadline
+# Retryd.stop(): SIGTERM drains for shutdown.grace (10 s by default) and
+# then up to a second more for HTTP requests; past this, SIGKILL, and
+# the stop counts as a failure (Tap.done).
+STOP_TIMEOUT = 20.0
 HTTP_TIMEOUT = 10.0
 LOG_TAIL_LINES = 40
 
@@ -52,6 +56,7 @@ LOG_TAIL_LINES = 40
 _resources = []                 # [(seq, obj)]: live objects with _cleanup()
 _tempdirs = []
 _sanitizer_reports = []         # what _scan_sanitizers() found, for Tap
+_stop_reports = []              # a retryd that did not exit 0 on SIGTERM
 _lock = threading.RLock()
 _seq = [0]
 
@@ -111,6 +116,13 @@ def sanitizer_reports():
     """The reports found so far, each a list of lines (see Tap.done)."""
     with _lock:
         return [list(r) for r in _sanitizer_reports]
+
+
+def stop_reports():
+    """Each retryd that exited other than 0 on Retryd.stop()'s SIGTERM,
+    as a list of lines (see Tap.done)."""
+    with _lock:
+        return [list(r) for r in _stop_reports]
 
 
 def cleanup_all():
@@ -314,6 +326,14 @@ class Tap:
         output is one more failed test.  Print the plan and exit: status 1
         when any test failed."""
         cleanup_all()
+        stops = stop_reports()
+        if stops:
+            self.n += 1
+            self.failed += 1
+            self._say("not ok %d - every retryd stopped with SIGTERM "
+                      "exited 0" % self.n)
+            for report in stops:
+                self.diag("\n".join(report))
         reports = sanitizer_reports()
         if reports:
             self.n += 1
@@ -837,13 +857,22 @@ class Retryd:
             raise WaitTimeout("retryd (pid %d) still running after %.1f s" %
                               (self.proc.pid, timeout))
 
-    def stop(self, timeout=DEFAULT_TIMEOUT):
-        """SIGTERM, wait, SIGKILL fallback.  Returns the exit code."""
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM, wait, SIGKILL fallback.  Returns the exit code; one
+        other than 0 from a retryd that was running fails the file
+        (Tap.done)."""
+        alive = self.proc is not None and self.proc.poll() is None
         rc = _kill_proc(self.proc, signal.SIGTERM, timeout)
         if self._logf is not None:
             self._logf.close()
             self._logf = None
         self._scan()
+        if alive and rc != 0:
+            with _lock:
+                _stop_reports.append(
+                    ["retryd (pid %s) exited %d on SIGTERM (API.md: "
+                     "drain and exit 0); its log's tail:" % (self.pid, rc)]
+                    + _tail(self.logfile, skip=_TAIL_NOISE))
         return rc
 
     def _cleanup(self):

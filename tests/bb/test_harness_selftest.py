@@ -347,5 +347,34 @@ def _():
         assert harness._scan_sanitizers(text, "t") is found, text
     del harness._sanitizer_reports[:]
 
+@t.test("Tap: a retryd that exits other than 0 on stop()'s SIGTERM is one "
+        "more failed test; one already gone (killed by the test) is not")
+def _():
+    out = io.StringIO()
+    tap = harness.Tap(out=out)
+    d = harness.Retryd(start=False)
+    armed = os.path.join(d.dir, "armed")
+    d.proc = subprocess.Popen(["sh", "-c", "trap 'exit 3' TERM; : >%s; "
+                               "while :; do sleep 0.05; done" % armed])
+    gone = harness.Retryd(start=False)
+    gone.proc = subprocess.Popen(["sh", "-c", "exit 9"])
+    gone.proc.wait()
+    try:
+        harness.wait_for(lambda: os.path.exists(armed), what="the trap")
+        assert d.stop() == 3
+        assert gone.stop() == 9
+        try:
+            tap.done()
+        except SystemExit as e:
+            assert e.code == 1, e.code
+        lines = out.getvalue().splitlines()
+        assert lines[0] == "not ok 1 - every retryd stopped with SIGTERM " \
+            "exited 0", lines
+        assert any("exited 3 on SIGTERM" in x for x in lines), lines
+        assert not any("exited 9" in x for x in lines), lines
+        assert lines[-1] == "1..1", lines
+    finally:
+        del harness._stop_reports[:]
+
 
 t.done()
