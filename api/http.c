@@ -1664,6 +1664,11 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	struct api_server *srv = xcalloc(1, sizeof(*srv));
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD |
 	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	/* One thread is no pool: named at all, 0 or 1 draws a warning. */
+	struct MHD_OptionItem pool[] = {
+		{ MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, NULL },
+		{ MHD_OPTION_END, 0, NULL }
+	};
 
 	/*
 	 * MHD_USE_EPOLL is an enum constant, not a macro: test the feature at
@@ -1674,6 +1679,8 @@ api_server_start(const struct api_server_config *cfg, char *why,
 		flags |= MHD_USE_EPOLL;
 	else if (MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES)
 		flags |= MHD_USE_POLL;
+	if (cfg->threads <= 1)
+		pool[0].option = MHD_OPTION_END;
 	srv->cfg = *cfg;
 	MHD_set_panic_func(mhd_panic, NULL);	/* process-wide */
 	pthread_mutex_init(&srv->lock, NULL);
@@ -1683,7 +1690,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
-	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+	    MHD_OPTION_ARRAY, pool,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
 	    MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned int)((cfg->timeout_ms + 999) / 1000),

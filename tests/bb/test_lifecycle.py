@@ -204,6 +204,18 @@ def _():
         rd.wait_ready()
 
 
+@t.test("http.threads = 1 serves, one HTTP thread, no libmicrohttpd warning")
+def _():
+    with harness.Retryd(redis=redis, config={"http": {"threads": 1}}) as rd:
+        rd.wait_ready()
+        assert rd.request("GET", "/healthz")[0] == 200
+        names = [open("/proc/%d/task/%s/comm" % (rd.pid, tid)).read().strip()
+                 for tid in os.listdir("/proc/%d/task" % rd.pid)]
+        assert names.count("MHD-single") + names.count("MHD-worker") == 1, \
+            names
+        assert "libmicrohttpd" not in rd.log(), rd.log()[-2000:]
+
+
 @t.test("Redis down at start: up, /readyz 503 says why; ready once Redis is")
 def _():
     down = harness.RedisServer(start=False)
