@@ -96,6 +96,7 @@ class Stack:
         self.lock = threading.Lock()
         self.up = []
         self.inst = []
+        self.term_exits = []    # (instance, status) of a SIGTERM not 0
         for i in range(n):
             d = harness.Retryd(self.redis, config=conf,
                                admin_key=self.admin_key, start=False)
@@ -293,6 +294,9 @@ def faults(stack, stop, seed, kinds):
                 d.signal(signal.SIGTERM)
             rc = d.wait_exit(timeout=60)
             say("fault: %s instance %d (exit %d)", k, i, rc)
+            if k == "term" and rc != 0:
+                with stack.lock:
+                    stack.term_exits.append((i, rc))
             time.sleep(rnd.uniform(0.2, 1.5))
             stack.start(i)
             say("instance %d started again", i)
@@ -524,10 +528,17 @@ def main():
         len(book.cancelled), book.cancel_409, dup["push"], dup["pull"])
     say("first attempts' lateness ms: p50 %d p99 %d max %d", pct(0.5),
         pct(0.99), late[-1] if late else 0)
+    if stack.term_exits:
+        bad.append("TERM: %d SIGTERMs not answered by exit 0: %s" % (
+            len(stack.term_exits), stack.term_exits[:5]))
+    # Each instance's log (every run of it) is read as it stops: a
+    # sanitizer report there, in a build with --enable-asan or -ubsan.
+    harness.cleanup_all()
+    for r in harness.sanitizer_reports():
+        bad.append("SANITIZER: " + "\n".join(r))
     for b in bad:
         say("%s", b)
     say("%s", "FAIL" if bad else "ok")
-    harness.cleanup_all()
     return 1 if bad else 0
 
 
