@@ -268,6 +268,15 @@ def _():
         nested
 
 
+def finish(tap, out):
+    """Run tap.done(): its exit status and what it printed, as lines."""
+    try:
+        tap.done()
+    except SystemExit as e:
+        return e.code, out.getvalue().splitlines()
+    raise AssertionError("Tap.done() did not exit")
+
+
 @t.test("Tap: ok / not ok with a traceback / SKIP, plan at the end")
 def _():
     out = io.StringIO()
@@ -278,11 +287,8 @@ def _():
         assert 1 == 2, "one is not two"
     tap.run("fails # hash", fails)
     tap.run("skipped", lambda: harness.skip("no reason"))
-    try:
-        tap.done()
-    except SystemExit as e:
-        assert e.code == 1
-    lines = out.getvalue().splitlines()
+    code, lines = finish(tap, out)
+    assert code == 1, code
     assert lines[0] == "ok 1 - passes", lines
     assert lines[1] == "not ok 2 - fails \\# hash", lines
     assert any(x.startswith("# ") and "one is not two" in x for x in lines)
@@ -312,6 +318,7 @@ def _():
     tail = [x[4:] for x in lines[i[0] + 1:]]
     assert tail == ["T vm:1 info line %d" % n for n in range(20, 60)], tail
 
+
 @t.test("Tap: a sanitizer report in a retryd's log (here LeakSanitizer's, "
         "written at exit) is one more failed test, with the report")
 def _():
@@ -325,11 +332,8 @@ def _():
                 "    #0 0x7f in malloc\n    #1 0x55 in xmalloc util/x.c:9\n")
     tap.run("passes", lambda: None)
     try:
-        try:
-            tap.done()
-        except SystemExit as e:
-            assert e.code == 1, e.code
-        lines = out.getvalue().splitlines()
+        code, lines = finish(tap, out)
+        assert code == 1, code
         assert lines[0] == "ok 1 - passes", lines
         assert lines[1] == "not ok 2 - no sanitizer reports in retryd's " \
             "output", lines
@@ -347,6 +351,7 @@ def _():
         assert harness._scan_sanitizers(text, "t") is found, text
     del harness._sanitizer_reports[:]
 
+
 @t.test("Tap: a retryd that exits other than 0 on stop()'s SIGTERM is one "
         "more failed test; one already gone (killed by the test) is not")
 def _():
@@ -363,11 +368,8 @@ def _():
         harness.wait_for(lambda: os.path.exists(armed), what="the trap")
         assert d.stop() == 3
         assert gone.stop() == 9
-        try:
-            tap.done()
-        except SystemExit as e:
-            assert e.code == 1, e.code
-        lines = out.getvalue().splitlines()
+        code, lines = finish(tap, out)
+        assert code == 1, code
         assert lines[0] == "not ok 1 - every retryd stopped with SIGTERM " \
             "exited 0", lines
         assert any("exited 3 on SIGTERM" in x for x in lines), lines
