@@ -322,9 +322,10 @@ class Tap:
         return True
 
     def done(self):
-        """Stop what is still running; a sanitizer report in any retryd's
-        output is one more failed test.  Print the plan and exit: status 1
-        when any test failed."""
+        """Stop what is still running.  A retryd that stop() sent SIGTERM
+        and that did not exit 0 is one more failed test, and a sanitizer
+        report in any retryd's output another.  Print the plan and exit:
+        status 1 when any test failed."""
         cleanup_all()
         stops = stop_reports()
         if stops:

@@ -531,8 +531,8 @@ def main():
     if stack.term_exits:
         bad.append("TERM: %d SIGTERMs not answered by exit 0: %s" % (
             len(stack.term_exits), stack.term_exits[:5]))
-    # Each instance's log (every run of it) is read as it stops: a
-    # sanitizer report there, in a build with --enable-asan or -ubsan.
+    # cleanup_all() stops the instances and reads each one's log, all its
+    # runs: a sanitizer report there (a build with --enable-asan/-ubsan).
     harness.cleanup_all()
     for r in harness.sanitizer_reports():
         bad.append("SANITIZER: " + "\n".join(r))
