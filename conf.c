@@ -395,6 +395,69 @@ key_set_setting(struct conf *c, const struct conf_key *k,
 	}
 }
 
+/*
+ * The integer a setting's line holds as written, for a check of what
+ * libconfig made of it: libconfig 1.5 (Debian's) keeps only the low 32
+ * bits of an integer written without the L suffix, so 5000000000 reads
+ * as 705032704 and 2147483648 as -2147483648, silently.  1 with *out,
+ * 0 when the line cannot say (the name twice on it, a comment before the
+ * value), -1 when the literal is beyond 64 bits too.  The literal is
+ * found as libconfig writes one: the name, '=' or ':', then (on that
+ * line or, past blank lines, a later one) a decimal or 0x number.
+ */
+static int
+int_as_written(const config_setting_t *s, const char *path, long long *out)
+{
+	const char *file = config_setting_source_file(s);
+	const char *name = config_setting_name(s), *p, *at = NULL, *q;
+	char line[4096];
+	size_t nlen = strlen(name);
+	unsigned int want = config_setting_source_line(s), n = 0;
+	FILE *f;
+	char *end;
+	int found = 0, rc = 0;
+
+	if ((f = fopen(file != NULL ? file : path, "r")) == NULL)
+		return 0;
+	while (n != want && fgets(line, sizeof(line), f) != NULL)
+		n++;
+	if (n != want)
+		goto out;
+	for (p = line; (p = strstr(p, name)) != NULL; p += nlen) {
+		if (p > line && (isalnum((unsigned char)p[-1]) ||
+		    strchr("_-*", p[-1]) != NULL))
+			continue;
+		q = p + nlen;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (*q != '=' && *q != ':')
+			continue;
+		at = q + 1;
+		found++;
+	}
+	if (found != 1)
+		goto out;
+	/* The value may start a line or more below its name. */
+	at += strspn(at, " \t\r\n");
+	while (*at == '\0' && fgets(line, sizeof(line), f) != NULL)
+		at = line + strspn(line, " \t\r\n");
+	errno = 0;
+	if (at[0] == '0' && (at[1] == 'x' || at[1] == 'X')) {
+		unsigned long long u = strtoull(at + 2, &end, 16);
+
+		if (u > LLONG_MAX)
+			errno = ERANGE;
+		*out = (long long)u;
+	} else if (isdigit((unsigned char)at[at[0] == '-' || at[0] == '+']))
+		*out = strtoll(at, &end, 10);
+	else
+		goto out;
+	rc = errno != 0 ? -1 : 1;
+out:
+	fclose(f);
+	return rc;
+}
+
 static int
 walk(struct conf *c, const char *file, const config_setting_t *group,
     const char *prefix, char *err, size_t errlen)
@@ -402,7 +465,8 @@ walk(struct conf *c, const char *file, const config_setting_t *group,
 	char name[256], why[512];
 	const config_setting_t *s;
 	const struct conf_key *k;
-	int i, n = config_setting_length(group);
+	long long v;
+	int i, w, n = config_setting_length(group);
 
 	for (i = 0; i < n; i++) {
 		s = config_setting_get_elem(group, (unsigned)i);
@@ -420,6 +484,21 @@ walk(struct conf *c, const char *file, const config_setting_t *group,
 		if ((k = key_find(name)) == NULL) {
 			snprintf(err, errlen, "%s:%d: unknown key \"%s\"", file,
 			    config_setting_source_line(s), name);
+			return -1;
+		}
+		if (config_setting_type(s) == CONFIG_TYPE_INT &&
+		    (w = int_as_written(s, file, &v)) == -1) {
+			snprintf(err, errlen, "%s:%d: %s: the integer does not "
+			    "fit in 64 bits", file,
+			    config_setting_source_line(s), name);
+			return -1;
+		}
+		if (config_setting_type(s) == CONFIG_TYPE_INT && w == 1 &&
+		    v != config_setting_get_int(s)) {
+			snprintf(err, errlen, "%s:%d: %s: %lld does not fit in "
+			    "32 bits, and libconfig reads it as %d: write it "
+			    "%lldL", file, config_setting_source_line(s), name,
+			    v, config_setting_get_int(s), v);
 			return -1;
 		}
 		if (key_set_setting(c, k, s, why, sizeof(why)) == -1) {

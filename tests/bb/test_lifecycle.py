@@ -108,6 +108,14 @@ CONFIG_ERRORS = [
     ('shutdown: { grace = "10parsecs"; };', r"(?i)duration"),
     ("nosuch = 1;", r"(?i)unknown.*nosuch|nosuch.*unknown"),
     ("listen = 5;", r"(?i)listen.*(string|type)|(string|type).*listen"),
+    # libconfig 1.5 keeps the low 32 bits of an integer without L: these
+    # would read as 705032704, 16 and -1, silently.
+    ("limits: { max_pending = 5000000000; };",
+     r"5000000000 does not fit in 32 bits.*705032704.*write it 5000000000L"),
+    ("scheduler: { shards = 0x100000010; };",
+     r"4294967312 does not fit in 32 bits.* reads it as 16"),
+    ("limits: { max_pending = 99999999999999999999; };",
+     r"does not fit in 64 bits"),
 ]
 
 for _line, _rx in CONFIG_ERRORS:
@@ -147,6 +155,59 @@ for _url, _rx in REDIS_URL_ERRORS:
         assert ":a@" not in err, "a password repeated: %r" % err
     t.run("retryd -n -c: redis.url %s -> exit 2, FILE:5: reason" % _url,
           _check)
+
+
+@t.test("retryd -n -c accepts an integer beyond 32 bits written with L, "
+        "and one whose value starts a line below its name")
+def _():
+    path, rc, err = check_file(bad_at_line5(
+        "limits: { max_pending = 5000000000L; };"))
+    assert rc == 0, (rc, err)
+    path, rc, err = check_file(bad_at_line5(
+        "scheduler: { shards =\n\n 0x100000010; };"))
+    want = "%s:5: scheduler.shards: 4294967312 does not fit" % path
+    assert rc == 2 and want in err, (rc, err)
+
+
+# Each strange value for every key of etc/retryd.conf (which names them
+# all, tests/conf_keys.sh): the check exits 0 or 2, never crashes, and a 2
+# names the line of the key changed.
+STRANGE = ['""', '"x"', '"-1"', '"0"', '"1e99"', '"10parsecs"',
+           '"99999999999999999999d"', '"\u00e9\u202e"', '"%s"' % ("a" * 5000),
+           "-1", "0", "2147483648", "9223372036854775807",
+           "-9223372036854775808", "1.5", "true", "[1, 2]", "{ a = 1; }",
+           '( 1, "x" )', "0x10", '"1s,2s"', '"0ms"', '"-5s"', '"1 s"']
+BEYOND_32_BITS = ("2147483648", "9223372036854775807", "-9223372036854775808")
+
+
+@t.test("every key of etc/retryd.conf, given each of %d strange values: "
+        "retryd -n -c exits 0 or 2, and 2 names the key's line"
+        % len(STRANGE))
+def _():
+    src = open(os.path.join(harness.srcdir(), "etc",
+                            "retryd.conf")).read().split("\n")
+    rx = re.compile(r"^(\s*)([a-z_]+)(\s*=\s*)(.+);(\s*)$")
+    path = os.path.join(harness.mkdtemp(), "c.conf")
+    keys = codes = 0
+    for i, line in enumerate(src):
+        m = rx.match(line)
+        if not m:
+            continue
+        keys += 1
+        for v in STRANGE:
+            lines = list(src)
+            lines[i] = m.group(1) + m.group(2) + m.group(3) + v + ";"
+            with open(path, "w") as f:
+                f.write("\n".join(lines))
+            rc, _, err = harness.run_retryd(["-n", "-c", path])
+            what = (m.group(2), v[:40], rc, err[:300])
+            assert rc in (0, 2), what
+            assert rc == 0 or "%s:%d: " % (path, i + 1) in err, what
+            # Never taken as the low 32 bits libconfig keeps of it.
+            assert rc == 2 or v not in BEYOND_32_BITS, what
+            codes += rc == 2
+    # The file's keys were found, and most strange values refused.
+    assert keys >= 40 and codes > keys * len(STRANGE) // 2, (keys, codes)
 
 
 @t.test("retryd -n -c accepts a list of seeds")
