@@ -410,16 +410,15 @@ int_as_written(const config_setting_t *s, const char *path, long long *out)
 {
 	const char *file = config_setting_source_file(s);
 	const char *name = config_setting_name(s), *p, *at = NULL, *q;
-	char line[4096];
-	size_t nlen = strlen(name);
+	size_t nlen = strlen(name), cap = 0;
 	unsigned int want = config_setting_source_line(s), n = 0;
-	FILE *f;
-	char *end;
+	char *line = NULL, *end;
 	int found = 0, rc = 0;
+	FILE *f;
 
 	if ((f = fopen(file != NULL ? file : path, "r")) == NULL)
 		return 0;
-	while (n != want && fgets(line, sizeof(line), f) != NULL)
+	while (n != want && getline(&line, &cap, f) != -1)
 		n++;
 	if (n != want)
 		goto out;
@@ -439,7 +438,7 @@ int_as_written(const config_setting_t *s, const char *path, long long *out)
 		goto out;
 	/* The value may start a line or more below its name. */
 	at += strspn(at, " \t\r\n");
-	while (*at == '\0' && fgets(line, sizeof(line), f) != NULL)
+	while (*at == '\0' && getline(&line, &cap, f) != -1)
 		at = line + strspn(line, " \t\r\n");
 	errno = 0;
 	if (at[0] == '0' && (at[1] == 'x' || at[1] == 'X')) {
@@ -454,6 +453,7 @@ int_as_written(const config_setting_t *s, const char *path, long long *out)
 		goto out;
 	rc = errno != 0 ? -1 : 1;
 out:
+	free(line);
 	fclose(f);
 	return rc;
 }
@@ -486,15 +486,15 @@ walk(struct conf *c, const char *file, const config_setting_t *group,
 			    config_setting_source_line(s), name);
 			return -1;
 		}
-		if (config_setting_type(s) == CONFIG_TYPE_INT &&
-		    (w = int_as_written(s, file, &v)) == -1) {
+		w = config_setting_type(s) == CONFIG_TYPE_INT ?
+		    int_as_written(s, file, &v) : 0;
+		if (w == -1) {
 			snprintf(err, errlen, "%s:%d: %s: the integer does not "
 			    "fit in 64 bits", file,
 			    config_setting_source_line(s), name);
 			return -1;
 		}
-		if (config_setting_type(s) == CONFIG_TYPE_INT && w == 1 &&
-		    v != config_setting_get_int(s)) {
+		if (w == 1 && v != config_setting_get_int(s)) {
 			snprintf(err, errlen, "%s:%d: %s: %lld does not fit in "
 			    "32 bits, and libconfig reads it as %d: write it "
 			    "%lldL", file, config_setting_source_line(s), name,

@@ -157,8 +157,9 @@ for _url, _rx in REDIS_URL_ERRORS:
           _check)
 
 
-@t.test("retryd -n -c accepts an integer beyond 32 bits written with L, "
-        "and one whose value starts a line below its name")
+@t.test("retryd -n -c accepts an integer beyond 32 bits written with L; "
+        "without L it finds one whose value starts a line below its name, "
+        "or after a long line")
 def _():
     path, rc, err = check_file(bad_at_line5(
         "limits: { max_pending = 5000000000L; };"))
@@ -166,6 +167,12 @@ def _():
     path, rc, err = check_file(bad_at_line5(
         "scheduler: { shards =\n\n 0x100000010; };"))
     want = "%s:5: scheduler.shards: 4294967312 does not fit" % path
+    assert rc == 2 and want in err, (rc, err)
+    # Lines are counted whole, a 9000-byte one before it too.
+    path, rc, err = check_file(bad_at_line5(
+        "scheduler: { batch = 4294967396; };").replace(
+            "# retryd test configuration", "# " + "x" * 9000))
+    want = "%s:5: scheduler.batch: 4294967396 does not fit" % path
     assert rc == 2 and want in err, (rc, err)
 
 
