@@ -42,10 +42,12 @@ usage(FILE *f)
 	    "  -r, --recover\n"
 	    "           rebuild Redis from the journal (tenants, keys,\n"
 	    "           topics, unfinished jobs) and exit (0 done, 1 not)\n"
-	    "  -V       print the version and exit\n"
+	    "  -V, --version\n"
+	    "           print the version and exit\n"
 	    "  -K       list the configuration keys and exit\n"
 	    "  -R       list the HTTP routes and exit\n"
-	    "  -h       this help\n");
+	    "  -h, --help\n"
+	    "           this help\n");
 }
 
 static void
@@ -86,6 +88,8 @@ main(int argc, char *argv[])
 	char err[1024], bound[300];
 	static const struct option longopts[] = {
 		{ "recover", no_argument, NULL, 'r' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, check_only = 0, recover = 0, fd, sig;

@@ -68,12 +68,24 @@ def assert_error_json(body, what):
 
 # -- command line -----------------------------------------------------------
 
-@t.test("retryd -V prints 'retryd VERSION' and exits 0")
+@t.test("retryd -V and --version print 'retryd VERSION' and exit 0")
 def _():
-    rc, out, err = harness.run_retryd(["-V"])
-    assert rc == 0, (rc, out, err)
-    first = out.splitlines()[0] if out else ""
-    assert first == "retryd " + package_version(), repr(out)
+    for flag in ("-V", "--version"):
+        rc, out, err = harness.run_retryd([flag])
+        assert rc == 0, (flag, rc, out, err)
+        first = out.splitlines()[0] if out else ""
+        assert first == "retryd " + package_version(), (flag, repr(out))
+
+
+@t.test("retryd -h and --help print the options on stdout and exit 0; an "
+        "unknown option prints them on stderr and exits 2")
+def _():
+    for flag in ("-h", "--help"):
+        rc, out, err = harness.run_retryd([flag])
+        assert rc == 0 and out.startswith("usage: retryd") and \
+            "--version" in out and "--recover" in out, (flag, rc, out, err)
+    rc, out, err = harness.run_retryd(["--nosuch"])
+    assert rc == 2 and "usage: retryd" in err and out == "", (rc, out, err)
 
 
 @t.test("retryd -n -c etc/retryd.conf exits 0")
