@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libconfig.h>
@@ -522,6 +523,20 @@ conf_free(struct conf *c)
 		}
 }
 
+/*
+ * Why libconfig could not read path.  It opens a directory and fails
+ * reading it with errno left 0, which strerror() calls "Success".
+ */
+static const char *
+io_error(const char *path, int e)
+{
+	struct stat st;
+
+	if (e == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		e = EISDIR;
+	return e != 0 ? strerror(e) : "an input/output error";
+}
+
 int
 conf_load(struct conf *c, const char *path, char *err, size_t errlen)
 {
@@ -544,7 +559,7 @@ conf_load(struct conf *c, const char *path, char *err, size_t errlen)
 		if (config_read_file(&cf, path) != CONFIG_TRUE) {
 			if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
 				snprintf(err, errlen, "%s: cannot read: %s",
-				    path, strerror(errno));
+				    path, io_error(path, errno));
 			else
 				snprintf(err, errlen, "%s:%d: %s",
 				    config_error_file(&cf) ?

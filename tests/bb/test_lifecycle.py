@@ -111,6 +111,14 @@ def _():
     assert path in err, err
 
 
+@t.test("retryd -n -c on a directory exits 2 saying so (not 'Success')")
+def _():
+    path = harness.mkdtemp()
+    rc, _, err = harness.run_retryd(["-n", "-c", path])
+    assert rc == 2 and "%s: cannot read: Is a directory" % path in err, \
+        (rc, err)
+
+
 CONFIG_ERRORS = [
     # (line 5 of the file, regex the reason must match)
     ("this is not a setting", r"(?i)syntax|parse|expect|unexpected"),
