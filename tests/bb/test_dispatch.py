@@ -5,14 +5,17 @@ redis-server and the scripted receiver.  Retries follow the schedule exactly
 no test sleeps), 410 and exhausted schedules dead-letter, timeouts and
 refused targets are failed attempts, the signature verifies with openssl, a
 hanging tenant does not hold up another, nor can it take another's share
-of the instance's callbacks, and SIGTERM hands back what is in flight
-without counting an attempt."""
+of the instance's callbacks, SIGTERM hands back what is in flight
+without counting an attempt, and a target answering garbage gets a
+failed attempt, never a crash or a record that is not JSON."""
 
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -261,6 +264,104 @@ def _():
     assert len(a) == 1 and a[0]["status"] == 0, a
     assert any(w in (a[0]["error"] or "").lower()
                for w in ("ssl", "tls")), a
+
+
+# What a broken or hostile callback target may answer, and whether it
+# counts as delivered (a 2xx read whole) or a failed attempt.
+RAW_ANSWERS = [
+    (b"HTTP/1.1 500 Oops\r\nContent-Length: 8\r\n\r\n\x00\xff\xfe\x80abc\x00",
+     "dead"),
+    (b"HTTP/1.1 503 \xff\xfe\r\nContent-Length: 0\r\n\r\n", "dead"),
+    (b"HTTP/1.1 99 X\r\nContent-Length: 0\r\n\r\n", "dead"),
+    (b"HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n", "dead"),
+    (b"\x16\x03\x01garbage\r\n\r\n", "dead"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc", "dead"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+     "dead"),
+    (b"HTTP/1.1 200 OK\r\nX-A: " + b"a" * 200000 +
+     b"\r\nContent-Length: 0\r\n\r\n", "dead"),
+    (b"HTTP/1.1 503 X\r\nRetry-After: \xff\x00 9999999999999999999\r\n"
+     b"Content-Length: 0\r\n\r\n", "dead"),
+    (b"HTTP/1.1 100 Continue\r\n\r\n", "dead"),
+    (b"HTTP/1.1 200 OK\r\nHTTP/1.1 500 X\r\nContent-Length: 0\r\n\r\n",
+     "dead"),
+    (b"", "dead"),
+    (b"HTTP/1.1 302 X\r\nLocation: http://169.254.169.254/\r\n"
+     b"Content-Length: 0\r\n\r\n", "dead"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n\x00\x00\x00",
+     "delivered"),
+]
+
+
+def raw_target():
+    """A TCP server answering a request for /N with RAW_ANSWERS[N], then
+    closing.  (port, its thread's stop event)."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def one(c):
+        data = b""
+        try:
+            c.settimeout(5)
+            while b"\r\n\r\n" not in data:
+                d = c.recv(65536)
+                if not d:
+                    return
+                data += d
+            n = int(data.split(b" ", 2)[1].rsplit(b"/", 1)[1])
+            c.sendall(RAW_ANSWERS[n][0])
+            c.shutdown(socket.SHUT_WR)
+            while c.recv(65536):
+                pass
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            c.close()
+
+    def loop():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except socket.timeout:
+                continue
+            threading.Thread(target=one, args=(c,), daemon=True).start()
+        srv.close()
+    threading.Thread(target=loop, daemon=True).start()
+    return srv.getsockname()[1], stop
+
+
+@t.test("a callback target answering garbage (binary bodies, status 99 and "
+        "600, a cut body, bad chunks, a 200 KB header, a NUL in a header, "
+        "a redirect, nothing): each attempt delivered or failed as its "
+        "answer says, its record valid JSON, the daemon whole")
+def _():
+    port, stop = raw_target()
+    try:
+        jobs = []
+        for i, (_, want) in enumerate(RAW_ANSWERS):
+            q = R.topic(RKEY, callback_url="http://127.0.0.1:%d/%d" %
+                        (port, i), retry_schedule="<0>",
+                        timeout_ms=5000)["name"]
+            jobs.append((i, want, R.push(RKEY, q, {"i": i})["id"]))
+        for i, want, jid in jobs:
+            j = harness.wait_for(
+                lambda: (lambda b: b if b["state"] in ("delivered", "dead")
+                         else None)(job(R, RKEY, jid)),
+                timeout=20, what="answer %d's job to finish" % i)
+            a = j["attempts"]
+            assert j["state"] == want and len(a) == 1, (i, j)
+            assert isinstance(a[0]["status"], int), (i, a)
+            assert a[0]["response"] is None or \
+                len(a[0]["response"].encode()) <= 4 * 1024, (i, a)
+            if want == "dead" and a[0]["status"] in (0, None):
+                assert a[0]["error"], (i, a)
+        assert R.healthy()
+    finally:
+        stop.set()
 
 
 @t.test("real time: retries are never early (<0,300ms,600ms>)")
