@@ -170,6 +170,8 @@ static int
 restore_one(const struct jrnl_job *jj, void *arg)
 {
 	struct restore_ctx *rc = arg;
+	struct log_obj lo = { jj->tenant, jj->topic, jj->id, jj->attempts };
+	enum sched_err e;
 	int created = 0;
 
 	rc->seen++;
@@ -181,9 +183,13 @@ restore_one(const struct jrnl_job *jj, void *arg)
 		rc->skipped++;
 		return 0;
 	}
-	if (api_restore_journal_job(rc->sched, jj, &created) != SCHED_OK)
+	e = (enum sched_err)api_restore_journal_job(rc->sched, jj, &created);
+	if (e != SCHED_OK) {
+		/* As the rebuild says it (restore.c): which job, and why. */
+		log_obj(LOG_LVL_WARN, &lo, "restore: refused: %s; skipped",
+		    sched_strerror(e));
 		rc->failed++;
-	else if (created)
+	} else if (created)
 		rc->restored++;
 	else
 		rc->present++;

@@ -437,4 +437,32 @@ def _():
             (st, b)
 
 
+@t.test("a journal row restore cannot take (edited by hand) is counted as "
+        "failed and logged by job and reason, by the route too [sqlite]")
+def _():
+    import sqlite3
+    url = D.url("sqlite")
+    with harness.RedisServer() as r, harness.Retryd(
+            redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key, q = L.pull_tenant(d)
+        ids = L.push_batches(d, key, q, 6)
+        bad = ids[:2]
+        db = sqlite3.connect(url[len("sqlite://"):], timeout=10)
+        db.execute("UPDATE jobs SET priority = 99999 WHERE id = ?",
+                   (bad[0],))
+        db.execute("UPDATE jobs SET attempts = -3 WHERE id = ?", (bad[1],))
+        db.commit()
+        db.close()
+        L.lose_redis(d, r)
+        mark = d.log_mark()
+        b = L.ok(d.request("POST", "/v1/restore", key=key), 200)
+        assert b["failed"] == 2 and b["present"] == 4, b
+        log = d.log(mark)
+        for jid in bad:
+            assert re.search(r"job=%s restore: refused: .+; skipped" % jid,
+                             log), (jid, log[-2000:])
+        assert d.request("GET", "/healthz")[0] == 200
+
+
 t.done()
