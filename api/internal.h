@@ -119,6 +119,7 @@ struct api_job_in {
 	/* Result: */
 	struct sched_push_result res;
 	int		 status;	/* HTTP status of this job's answer */
+	int		 unsettled;	/* 503: its journaled push unsettled */
 };
 
 void	api_job_in_clear(struct api_job_in *j);

@@ -647,9 +647,11 @@ api_quota_forget(const char *tenant)
 /* What the journal knows of a client-given id (journal_id_exists). */
 struct journal_seen {
 	int	found;
+	int	unsettled;	/* not in Redis, not known to be cut off */
 	char	topic[API_TOPIC_MAX + 1];
 	char	state[16];
 	int64_t	due_ms;
+	int64_t	created_ms;
 	int64_t	finished_ms;
 };
 
@@ -699,6 +701,7 @@ journal_row_add(const struct jrnl_job *jj, void *arg)
 	snprintf(r->js.state, sizeof(r->js.state), "%s",
 	    jj->state != NULL ? jj->state : "");
 	r->js.due_ms = jj->due_ms;
+	r->js.created_ms = jj->created_ms;
 	r->js.finished_ms = jj->finished_ms;
 	return 0;
 }
@@ -728,6 +731,9 @@ journal_id_exists(const struct journal_seen *js,
 	memset(&j->res, 0, sizeof(j->res));
 	if (strcmp(js->topic, t->name) != 0) {
 		j->status = 409;
+	} else if (js->unsettled) {
+		j->status = 503;
+		j->unsettled = 1;
 	} else {
 		snprintf(j->res.id, sizeof(j->res.id), "%s", j->id);
 		j->res.deduplicated = 1;
@@ -1312,6 +1318,115 @@ journal_look(struct jrnl *jr, const char **tv, const char **iv,
 }
 
 /*
+ * How old an unfinished row Redis does not have must be before no push of
+ * it can still be in flight: a push's lookup and its push to Redis each
+ * take redis.timeout at most, its put and a refused push's void each the
+ * journal's timeout (MySQL's five times it), and the slack covers the
+ * queues between them and instances' clocks.
+ */
+#define API_UNSETTLED_SLACK_MS	30000
+
+static int64_t
+unsettled_age_ms(void)
+{
+	return API_UNSETTLED_SLACK_MS + 2 * CONF_GET(redis_timeout_ms) +
+	    10 * CONF_GET(journal_timeout_ms);
+}
+
+struct settle_arg {
+	struct sched	*sched;
+	int		 made;
+	int		 err;
+};
+
+static int
+settle_row(const struct jrnl_job *jj, void *arg)
+{
+	struct settle_arg *sa = arg;
+
+	if (jj->finished_ms == 0 &&
+	    (sa->err = api_restore_journal_job(sa->sched, jj, &sa->made)) ==
+	    SCHED_OK)
+		return 0;
+	if (sa->err == SCHED_OK)	/* finished since it was read */
+		sa->err = SCHED_ECONFLICT;
+	return 0;
+}
+
+/* Counts the moves Redis made (not the creation read from the row). */
+static int
+count_transition(const struct jrnl_transition *t, void *arg)
+{
+	if (t->from_state != NULL)
+		(*(size_t *)arg)++;
+	return 0;
+}
+
+/*
+ * A client-given id with an unfinished row of topic that Redis does not
+ * have (js, found by journal_look()).  Redis lost its data (a rebuild is
+ * owed: *owed, -1 until asked): the rebuild brings the job back, and the
+ * id is answered as it, as before.  The job was made and Redis let it go
+ * (the row has transitions; one finished longer ago than sched.retention
+ * whose last transitions a crash lost): answered as it too.  Otherwise a
+ * push of it was journaled and then cut off before Redis made it (retryd
+ * stopped or killed between the two; its client got no 2xx), or it is
+ * still in flight on some instance: answering it as a duplicate would
+ * promise a job nothing will run.  Once its row is older than
+ * unsettled_age_ms(), no push of it can be in flight: the job is made
+ * from its row, as a rebuild would (nothing when Redis has it by then),
+ * and the id answered as it.  Before that, or when it cannot be made now,
+ * the id is unsettled (503, try again).  Another topic's row is left: the
+ * id is answered 409 either way.
+ */
+static void
+journal_settle(struct api_ctx *ctx, struct sched *s, const char *tenant,
+    const char *id, const char *topic, struct journal_seen *js, int64_t now,
+    int *owed)
+{
+	struct settle_arg sa = { s, 0, SCHED_OK };
+	enum jrnl_err e;
+	size_t nt = 0;
+
+	if (!js->found || js->finished_ms != 0 || strcmp(js->topic, topic) != 0)
+		return;
+	if (*owed == -1 && (ctx->reg == NULL ||
+	    registry_rebuild_owed(ctx->reg, owed) != REG_OK))
+		*owed = -2;		/* cannot tell: ask again next time */
+	if (*owed == 1)
+		return;
+	if (*owed == -2) {
+		*owed = -1;
+		js->unsettled = 1;
+		return;
+	}
+	if ((e = jrnl_list_transitions(ctx->jrnl, tenant, id,
+	    count_transition, &nt)) != JRNL_OK) {
+		js->unsettled = 1;
+		return;
+	}
+	if (nt > 0)
+		return;
+	if (now - js->created_ms < unsettled_age_ms()) {
+		js->unsettled = 1;
+		return;
+	}
+	e = jrnl_get_job(ctx->jrnl, tenant, id, settle_row, &sa);
+	if (e != JRNL_OK || sa.err != SCHED_OK) {
+		js->unsettled = 1;
+		log_warnx("api: push of %s/%s: journaled at %" PRId64
+		    " ms, not in Redis, and cannot be made now: %s", tenant,
+		    id, js->created_ms, e != JRNL_OK ? jrnl_strerror(e) :
+		    sched_strerror((enum sched_err)sa.err));
+		return;
+	}
+	if (sa.made)
+		log_warnx("api: push of %s/%s: journaled at %" PRId64
+		    " ms and never made in Redis (its push was cut off); made "
+		    "now from the journal", tenant, id, js->created_ms);
+}
+
+/*
  * Looks up the client-given ids of the requests v[0..nv) (on a pusher, or
  * the request's own thread when they are stopped): Redis for all of them
  * in one sched_get_many(), then the journal for those Redis does not have,
@@ -1327,9 +1442,11 @@ lookup_many(struct api_accept **v, size_t nv)
 	struct sched_job **out = NULL;
 	struct journal_seen *seen = NULL;
 	struct jrnl *jr = v[0]->priv->ctx->jrnl;
-	const char **tv = NULL, **iv = NULL;
+	const char **tv = NULL, **iv = NULL, **qv = NULL;
 	enum sched_err e = SCHED_OK;
 	size_t i, j, k, n;
+	int64_t now;
+	int owed = -1;
 
 	for (j = n = 0; j < nv; j++)
 		for (i = 0; i < v[j]->n; i++)
@@ -1337,18 +1454,26 @@ lookup_many(struct api_accept **v, size_t nv)
 	if (n > 0) {		/* else nothing is allocated or asked */
 		tv = xcalloc(n, sizeof(*tv));
 		iv = xcalloc(n, sizeof(*iv));
+		qv = xcalloc(n, sizeof(*qv));
 		out = xcalloc(n, sizeof(*out));
 		for (j = k = 0; j < nv; j++)
 			for (i = 0; i < v[j]->n; i++)
 				if (v[j]->jobs[i].client_id) {
 					tv[k] = v[j]->priv->tenant;
+					qv[k] = v[j]->t->name;
 					iv[k++] = v[j]->jobs[i].id;
 				}
 		e = sched_get_many(v[0]->priv->sched, tv, iv, n, out);
 		if (e == SCHED_OK) {	/* seen is read only then */
 			seen = xcalloc(n, sizeof(*seen));
-			if (jr != NULL)
+			if (jr != NULL) {
 				journal_look(jr, tv, iv, out, n, seen);
+				now = clock_wall_ms();
+				for (k = 0; k < n; k++)
+					journal_settle(v[0]->priv->ctx,
+					    v[0]->priv->sched, tv[k], iv[k],
+					    qv[k], &seen[k], now, &owed);
+			}
 		}
 	}
 	for (j = k = 0; j < nv; j++) {
@@ -1367,6 +1492,7 @@ lookup_many(struct api_accept **v, size_t nv)
 	}
 	free(seen);
 	free(out);
+	free(qv);
 	free(iv);
 	free(tv);
 }

@@ -71,6 +71,14 @@ push(struct api_req *req)
 		    "that id names a job of another topic");
 		return;
 	}
+	if (a->jobs[0].unsettled) {
+		api_add_header(req, "Retry-After", "1");
+		api_error(req, 503, "push_unsettled", "id", "a push of this "
+		    "id was journaled but Redis does not have its job: it may "
+		    "still be in flight, or was cut off and is made once no "
+		    "push of it can be; try again");
+		return;
+	}
 	if (a->jobs[0].status != 201 && a->jobs[0].status != 200) {
 		api_sched_error(req, api_status_sched(a->jobs[0].status),
 		    "job");

@@ -11,6 +11,7 @@ SQLite and on MySQL (a private mariadbd).
 
 import contextlib
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -118,6 +119,67 @@ def case_client_ids_together_after_loss(drv):
         st, _, j = d.request("GET", "/v1/jobs?topic=%s&state=scheduled" % q,
                              key=key)
         assert st == 200 and sorted(x["id"] for x in j["jobs"]) == new, j
+
+
+def case_cut_off_push(drv):
+    """A push journaled and cut off before Redis made it (retryd killed
+    between the two, its client answered nothing): the id pushed again
+    is not answered as a job nothing will run.  While a push of it could
+    still be in flight it is 503 push_unsettled; after that the job is
+    made from its row and the id answered as it, delivered once."""
+    url = D.url(drv)
+    rows_q = "SELECT id, state FROM {db}jobs WHERE id = 'cut-1'"
+    with harness.Receiver(script="200") as rcv, harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        _, key = L.tenant(d)
+        q = L.topic(d, key, callback_url=rcv.url("/hook"))
+        first = {"topic": q, "id": "cut-1", "body": "first"}
+        # Redis takes reads (the id's lookup) but holds writes: the put
+        # is committed, the push to Redis waits, retryd is killed.
+        r.cmd("CLIENT", "PAUSE", "60000", "WRITE")
+        got = []
+
+        def cut():
+            try:
+                got.append(opush(d, key, first))
+            except OSError as e:  # the answer that never came
+                got.append(e)
+
+        th = threading.Thread(target=cut)
+        th.start()
+        harness.wait_for(lambda: sql_rows(drv, url, rows_q) ==
+                         [["cut-1", "scheduled"]], what="cut-1 journaled")
+        d.signal(signal.SIGKILL)
+        assert d.wait_exit() == -signal.SIGKILL
+        th.join()
+        r.cmd("CLIENT", "UNPAUSE")
+        assert not isinstance(got[0], tuple), got
+        d.start()
+        L.ready(d)
+        assert L.redis_job(d, key, "cut-1") == 404
+        again = {"topic": q, "id": "cut-1", "body": "second"}
+        st, h, b = opush(d, key, again)
+        assert st == 503 and b["error"]["code"] == "push_unsettled", (st, b)
+        assert b["error"]["field"] == "id" and h["Retry-After"] == "1", b
+        assert L.redis_job(d, key, "cut-1") == 404
+        c = L.counts(d, key, q)
+        assert sum(c.values()) == 0, c
+        # No push of it can be in flight any more: made from its row.
+        L.advance(d, 2 * 60 * 1000)
+        mark = d.log_mark()
+        b = L.ok(opush(d, key, again), 200)
+        assert b["id"] == "cut-1" and b["deduplicated"], b
+        d.wait_log(r"push of \S+/cut-1: journaled at \d+ ms and never "
+                   r"made in Redis", since=mark)
+        rcv.wait_count(1)
+        b = L.ok(opush(d, key, again), 200)
+        assert b["deduplicated"], b
+        harness.wait_for(lambda: d.request(
+            "GET", "/v1/jobs/cut-1", key=key)[2].get("state") ==
+            "delivered", what="cut-1 delivered")
+        L.advance(d, L.HOUR)
+        assert [x.body for x in rcv.requests] == [b"first"], rcv.requests
 
 
 def case_refused_then_retried(drv):
@@ -262,6 +324,9 @@ D.each("a client id pushed again after Redis lost its data is the "
 D.each("pushes with ids arriving together after Redis lost its data: "
        "each the journal's job, another topic's 409, or new",
        case_client_ids_together_after_loss)
+D.each("a push cut off between its journal and Redis: the id pushed "
+       "again is 503 push_unsettled, then made from the journal, "
+       "delivered once", case_cut_off_push)
 D.each("a push refused while Redis is away leaves nothing: its retry "
        "makes the job", case_refused_then_retried)
 D.each("a push deduplicated by its bizkey leaves no second job in the "
