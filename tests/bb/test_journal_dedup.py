@@ -5,10 +5,10 @@ same job, not a second delivery (at the tenant's quota too); one whose
 push was cut off between its journal commit and Redis is not answered as
 a job nothing runs (503 while a push of it could be in flight, then made
 from the journal); a push refused for want of Redis leaves nothing
-behind, so its retry makes the job; a push deduplicated by its bizkey leaves no second job in the
-journal's listings; a tenant made again with a deleted one's name has none
-of its jobs, and a deleted tenant leaves no row at all.  Each case runs on
-SQLite and on MySQL (a private mariadbd).
+behind, so its retry makes the job; a push deduplicated by its bizkey
+leaves no second job in the journal's listings; a tenant made again with
+a deleted one's name has none of its jobs, and a deleted tenant leaves no
+row at all.  Each case runs on SQLite and on MySQL (a private mariadbd).
 """
 
 import contextlib
