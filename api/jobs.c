@@ -1318,112 +1318,22 @@ journal_look(struct jrnl *jr, const char **tv, const char **iv,
 }
 
 /*
- * How old an unfinished row Redis does not have must be before no push of
- * it can still be in flight: a push's lookup and its push to Redis each
- * take redis.timeout at most, its put and a refused push's void each the
- * journal's timeout (MySQL's five times it), and the slack covers the
- * queues between them and instances' clocks.
- */
-#define API_UNSETTLED_SLACK_MS	30000
-
-static int64_t
-unsettled_age_ms(void)
-{
-	return API_UNSETTLED_SLACK_MS + 2 * CONF_GET(redis_timeout_ms) +
-	    10 * CONF_GET(journal_timeout_ms);
-}
-
-struct settle_arg {
-	struct sched	*sched;
-	int		 made;
-	int		 err;
-};
-
-static int
-settle_row(const struct jrnl_job *jj, void *arg)
-{
-	struct settle_arg *sa = arg;
-
-	if (jj->finished_ms == 0 &&
-	    (sa->err = api_restore_journal_job(sa->sched, jj, &sa->made)) ==
-	    SCHED_OK)
-		return 0;
-	if (sa->err == SCHED_OK)	/* finished since it was read */
-		sa->err = SCHED_ECONFLICT;
-	return 0;
-}
-
-/* Counts the moves Redis made (not the creation read from the row). */
-static int
-count_transition(const struct jrnl_transition *t, void *arg)
-{
-	if (t->from_state != NULL)
-		(*(size_t *)arg)++;
-	return 0;
-}
-
-/*
  * A client-given id with an unfinished row of topic that Redis does not
- * have (js, found by journal_look()).  Redis lost its data (a rebuild is
- * owed: *owed, -1 until asked): the rebuild brings the job back, and the
- * id is answered as it, as before.  The job was made and Redis let it go
- * (the row has transitions; one finished longer ago than sched.retention
- * whose last transitions a crash lost): answered as it too.  Otherwise a
- * push of it was journaled and then cut off before Redis made it (retryd
- * stopped or killed between the two; its client got no 2xx), or it is
- * still in flight on some instance: answering it as a duplicate would
- * promise a job nothing will run.  Once its row is older than
- * unsettled_age_ms(), no push of it can be in flight: the job is made
- * from its row, as a rebuild would (nothing when Redis has it by then),
- * and the id answered as it.  Before that, or when it cannot be made now,
- * the id is unsettled (503, try again).  Another topic's row is left: the
- * id is answered 409 either way.
+ * have (js, found by journal_look()): made from the row when its push was
+ * cut off, unsettled (503) while that cannot be told or done yet, else
+ * answered as the job it is (api_cut_off()).  Another topic's row is
+ * left: the id is answered 409 either way.
  */
 static void
 journal_settle(struct api_ctx *ctx, struct sched *s, const char *tenant,
     const char *id, const char *topic, struct journal_seen *js, int64_t now,
     int *owed)
 {
-	struct settle_arg sa = { s, 0, SCHED_OK };
-	enum jrnl_err e;
-	size_t nt = 0;
-
 	if (!js->found || js->finished_ms != 0 || strcmp(js->topic, topic) != 0)
 		return;
-	if (*owed == -1 && (ctx->reg == NULL ||
-	    registry_rebuild_owed(ctx->reg, owed) != REG_OK))
-		*owed = -2;		/* cannot tell: ask again next time */
-	if (*owed == 1)
-		return;
-	if (*owed == -2) {
-		*owed = -1;
+	if (api_cut_off(ctx, s, tenant, id, js->created_ms, now, owed,
+	    "push") == API_CUT_UNSETTLED)
 		js->unsettled = 1;
-		return;
-	}
-	if ((e = jrnl_list_transitions(ctx->jrnl, tenant, id,
-	    count_transition, &nt)) != JRNL_OK) {
-		js->unsettled = 1;
-		return;
-	}
-	if (nt > 0)
-		return;
-	if (now - js->created_ms < unsettled_age_ms()) {
-		js->unsettled = 1;
-		return;
-	}
-	e = jrnl_get_job(ctx->jrnl, tenant, id, settle_row, &sa);
-	if (e != JRNL_OK || sa.err != SCHED_OK) {
-		js->unsettled = 1;
-		log_warnx("api: push of %s/%s: journaled at %" PRId64
-		    " ms, not in Redis, and cannot be made now: %s", tenant,
-		    id, js->created_ms, e != JRNL_OK ? jrnl_strerror(e) :
-		    sched_strerror((enum sched_err)sa.err));
-		return;
-	}
-	if (sa.made)
-		log_warnx("api: push of %s/%s: journaled at %" PRId64
-		    " ms and never made in Redis (its push was cut off); made "
-		    "now from the journal", tenant, id, js->created_ms);
 }
 
 /*
@@ -1899,6 +1809,7 @@ job_get(struct api_req *req)
 	struct sched_job *job = NULL;
 	enum sched_err e;
 	json_object *o;
+	int rc;
 
 	if (api_check_job_id(req, req->param[0]) == -1)
 		return;
@@ -1906,11 +1817,16 @@ job_get(struct api_req *req)
 	 * A job Redis does not hold may be in the journal: finished longer
 	 * ago than sched.retention, or not rebuilt yet after a loss.
 	 */
-	if ((e = sched_get(ctx->sched, req->tenant, req->param[0], &job)) !=
-	    SCHED_OK) {
-		if (e != SCHED_ENOTFOUND ||
-		    api_job_get_journal(req, req->param[0]) == 0)
-			api_sched_error(req, e, "job");
+	if ((e = sched_get(ctx->sched, req->tenant, req->param[0], &job)) ==
+	    SCHED_ENOTFOUND && (rc = api_job_get_journal(req,
+	    req->param[0])) != 0) {
+		if (rc == 1)
+			return;
+		/* A cut-off push, made now from its row: Redis has it. */
+		e = sched_get(ctx->sched, req->tenant, req->param[0], &job);
+	}
+	if (e != SCHED_OK) {
+		api_sched_error(req, e, "job");
 		return;
 	}
 	o = api_job_json(job, 1);

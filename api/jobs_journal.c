@@ -20,6 +20,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,9 +35,11 @@
 #include "api/validate.h"
 #include "conf.h"
 #include "journal/journal.h"
+#include "scheduler/registry.h"
 #include "scheduler/sched.h"
 #include "util/clock.h"
 #include "util/crypto.h"
+#include "util/id.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -500,16 +503,25 @@ api_job_list(struct api_req *req)
 	api_reply_json(req, 200, o);
 }
 
+/* GET's row: the job's JSON, and what api_cut_off() needs of it. */
+struct got {
+	json_object	*o;
+	int64_t		 created_ms;
+	int64_t		 finished_ms;
+};
+
 static int
 get_cb(const struct jrnl_job *j, void *arg)
 {
-	json_object **o = arg;
+	struct got *g = arg;
 
-	*o = jrnl_job_json(j);
-	json_object_object_add(*o, "next_attempt_ms", j->finished_ms == 0 ?
+	g->o = jrnl_job_json(j);
+	g->created_ms = j->created_ms;
+	g->finished_ms = j->finished_ms;
+	json_object_object_add(g->o, "next_attempt_ms", j->finished_ms == 0 ?
 	    json_object_new_int64(j->due_ms) : NULL);
 	if (j->ttr_ms > 0)
-		json_object_object_add(*o, "ttr_ms",
+		json_object_object_add(g->o, "ttr_ms",
 		    json_object_new_int64(j->ttr_ms));
 	return 0;
 }
@@ -571,14 +583,37 @@ api_job_get_journal(struct api_req *req, const char *id)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct older all = { NULL, INT64_MAX };
+	struct got g = { NULL, 0, 0 };
 	json_object *o = NULL;
+	struct id_parts ip;
 	enum jrnl_err e;
+	int owed = -1;
 
 	if (ctx->jrnl == NULL)
 		return 0;
-	e = jrnl_get_job(ctx->jrnl, req->tenant, id, get_cb, &o);
-	if (e == JRNL_ENOTFOUND || (e == JRNL_OK && o == NULL))
+	e = jrnl_get_job(ctx->jrnl, req->tenant, id, get_cb, &g);
+	if (e == JRNL_ENOTFOUND || (e == JRNL_OK && g.o == NULL))
 		return 0;
+	o = g.o;
+	/*
+	 * A client-given id's row may be a push cut off before Redis made
+	 * it: shown as scheduled, its client would take it as accepted and
+	 * not push it again.  A generated id's client never learnt it.
+	 */
+	if (e == JRNL_OK && g.finished_ms == 0 && id_parse(id, &ip) != 0) {
+		switch (api_cut_off(ctx, ctx->sched, req->tenant, id,
+		    g.created_ms, clock_wall_ms(), &owed, "read")) {
+		case API_CUT_UNSETTLED:
+			json_object_put(o);
+			api_reply_unsettled(req);
+			return 1;
+		case API_CUT_MADE:
+			json_object_put(o);
+			return 2;
+		case API_CUT_NO:
+			break;
+		}
+	}
 	all.arr = json_object_new_array();
 	if (e == JRNL_OK)
 		e = jrnl_list_transitions(ctx->jrnl, req->tenant, id,
@@ -594,6 +629,97 @@ api_job_get_journal(struct api_req *req, const char *id)
 	json_object_object_add(o, "attempts", all.arr);
 	api_reply_json(req, 200, o);
 	return 1;
+}
+
+#define API_UNSETTLED_SLACK_MS	30000
+
+/*
+ * How old an unfinished row Redis does not have must be before no push of
+ * it can still be in flight: a push's lookup and its push to Redis each
+ * take redis.timeout at most, its put and a refused push's void each the
+ * journal's timeout (MySQL's five times it), and the slack covers the
+ * queues between them and instances' clocks.
+ */
+static int64_t
+unsettled_age_ms(void)
+{
+	return API_UNSETTLED_SLACK_MS + 2 * CONF_GET(redis_timeout_ms) +
+	    10 * CONF_GET(journal_timeout_ms);
+}
+
+struct cut_arg {
+	struct sched	*sched;
+	int		 made;
+	int		 err;
+};
+
+static int
+cut_row(const struct jrnl_job *jj, void *arg)
+{
+	struct cut_arg *ca = arg;
+
+	if (jj->finished_ms == 0)
+		ca->err = api_restore_journal_job(ca->sched, jj, &ca->made);
+	else
+		ca->err = SCHED_ECONFLICT;	/* finished since it was read */
+	return 0;
+}
+
+/* Counts the moves Redis made (not the creation read from the row). */
+static int
+count_moves(const struct jrnl_transition *t, void *arg)
+{
+	if (t->from_state != NULL)
+		(*(size_t *)arg)++;
+	return 0;
+}
+
+enum api_cut_off
+api_cut_off(struct api_ctx *ctx, struct sched *s, const char *tenant,
+    const char *id, int64_t created_ms, int64_t now, int *owed,
+    const char *what)
+{
+	struct cut_arg ca = { s, 0, SCHED_OK };
+	enum jrnl_err e;
+	size_t moves = 0;
+
+	if (*owed == -1 && (ctx->reg == NULL ||
+	    registry_rebuild_owed(ctx->reg, owed) != REG_OK)) {
+		*owed = -1;		/* cannot tell: ask again next time */
+		return API_CUT_UNSETTLED;
+	}
+	if (*owed == 1)
+		return API_CUT_NO;
+	if (jrnl_list_transitions(ctx->jrnl, tenant, id, count_moves,
+	    &moves) != JRNL_OK)
+		return API_CUT_UNSETTLED;
+	if (moves > 0)
+		return API_CUT_NO;
+	if (now - created_ms < unsettled_age_ms())
+		return API_CUT_UNSETTLED;
+	e = jrnl_get_job(ctx->jrnl, tenant, id, cut_row, &ca);
+	if (e != JRNL_OK || ca.err != SCHED_OK) {
+		log_warnx("api: %s of %s/%s: journaled at %" PRId64 " ms, not "
+		    "in Redis, and cannot be made now: %s", what, tenant, id,
+		    created_ms, e != JRNL_OK ? jrnl_strerror(e) :
+		    sched_strerror((enum sched_err)ca.err));
+		return API_CUT_UNSETTLED;
+	}
+	if (ca.made)
+		log_warnx("api: %s of %s/%s: journaled at %" PRId64 " ms and "
+		    "never made in Redis (its push was cut off); made now from "
+		    "the journal", what, tenant, id, created_ms);
+	return API_CUT_MADE;
+}
+
+void
+api_reply_unsettled(struct api_req *req)
+{
+	api_add_header(req, "Retry-After", "1");
+	api_error(req, 503, "push_unsettled", "id", "a push of this id was "
+	    "journaled but Redis does not have its job: it may still be in "
+	    "flight, or was cut off and is made once no push of it can be; "
+	    "try again");
 }
 
 int

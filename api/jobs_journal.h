@@ -47,10 +47,42 @@ void	api_job_list(struct api_req *req);
 /*
  * GET /v1/jobs/{id} for a job Redis does not hold, from the journal: 1
  * when answered (200 with the row and the attempts its transitions
- * recorded, or 503 when the journal cannot be read), 0 when nothing was
- * answered (no journal, or no such job of the tenant's in it).
+ * recorded, or 503 when the journal cannot be read or the row is a
+ * client-given id's unsettled push, api_cut_off()), 2 when nothing was
+ * answered because the row was a cut-off push made in Redis now (read it
+ * there), 0 when nothing was answered (no journal, or no such job of the
+ * tenant's in it).
  */
 int	api_job_get_journal(struct api_req *req, const char *id);
+
+/* What api_cut_off() made of an unfinished row Redis does not have. */
+enum api_cut_off {
+	API_CUT_NO,		/* a job Redis made or a rebuild brings back */
+	API_CUT_UNSETTLED,	/* maybe in flight, or cannot tell now */
+	API_CUT_MADE,		/* cut off, made in Redis now from its row */
+};
+struct api_ctx;
+struct sched;
+/*
+ * The unfinished journal row of (tenant, id), created at created_ms,
+ * whose job Redis does not hold.  Redis lost its data (a rebuild is owed;
+ * *owed caches the flag across calls, -1 until asked): the rebuild brings
+ * it back, API_CUT_NO.  The row has transitions, so Redis made the job and
+ * let it go (finished longer ago than sched.retention, its last
+ * transitions lost in a crash): API_CUT_NO.  Otherwise a push journaled
+ * it and was cut off before Redis made it (retryd stopped or killed
+ * between the two; its client got no 2xx), or is still in flight on some
+ * instance: once the row is older than any push can take (30 s plus twice
+ * redis.timeout plus ten times journal.timeout), the job is made from it
+ * as a rebuild would (API_CUT_MADE, logged; nothing when Redis has it by
+ * then); before that, or when Redis, the registry or the journal cannot
+ * be read, API_CUT_UNSETTLED.  what names the request in the log.
+ */
+enum api_cut_off api_cut_off(struct api_ctx *ctx, struct sched *s,
+	    const char *tenant, const char *id, int64_t created_ms,
+	    int64_t now, int *owed, const char *what);
+/* 503 push_unsettled with Retry-After: 1 (API_CUT_UNSETTLED). */
+void	api_reply_unsettled(struct api_req *req);
 /*
  * GET /v1/jobs/{id}'s job o from Redis, whose record logs fewer attempts
  * than it counts (it keeps the last 20; a job rebuilt from the journal

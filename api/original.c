@@ -72,11 +72,7 @@ push(struct api_req *req)
 		return;
 	}
 	if (a->jobs[0].unsettled) {
-		api_add_header(req, "Retry-After", "1");
-		api_error(req, 503, "push_unsettled", "id", "a push of this "
-		    "id was journaled but Redis does not have its job: it may "
-		    "still be in flight, or was cut off and is made once no "
-		    "push of it can be; try again");
+		api_reply_unsettled(req);
 		return;
 	}
 	if (a->jobs[0].status != 201 && a->jobs[0].status != 200) {

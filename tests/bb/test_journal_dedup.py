@@ -2,13 +2,14 @@
 """test_journal_dedup.py - deduplication that the journal keeps when Redis
 does not: a client-given id pushed again after Redis lost its data is the
 same job, not a second delivery (at the tenant's quota too); one whose
-push was cut off between its journal commit and Redis is not answered as
-a job nothing runs (503 while a push of it could be in flight, then made
-from the journal); a push refused for want of Redis leaves nothing
-behind, so its retry makes the job; a push deduplicated by its bizkey
-leaves no second job in the journal's listings; a tenant made again with
-a deleted one's name has none of its jobs, and a deleted tenant leaves no
-row at all.  Each case runs on SQLite and on MySQL (a private mariadbd).
+push was cut off between its journal commit and Redis is not answered,
+pushed again or read, as a job nothing runs (503 while a push of it could
+be in flight, then made from the journal); a push refused for want of
+Redis leaves nothing behind, so its retry makes the job; a push
+deduplicated by its bizkey leaves no second job in the journal's
+listings; a tenant made again with a deleted one's name has none of its
+jobs, and a deleted tenant leaves no row at all.  Each case runs on
+SQLite and on MySQL (a private mariadbd).
 """
 
 import contextlib
@@ -124,64 +125,83 @@ def case_client_ids_together_after_loss(drv):
 
 
 def case_cut_off_push(drv):
-    """A push journaled and cut off before Redis made it (retryd killed
-    between the two, its client answered nothing): the id pushed again
-    is not answered as a job nothing will run.  While a push of it could
-    still be in flight it is 503 push_unsettled; after that the job is
-    made from its row and the id answered as it, delivered once."""
+    """Pushes journaled and cut off before Redis made them (retryd killed
+    between the two, their clients answered nothing): such an id pushed
+    again, or read, is not answered as a job nothing will run.  While a
+    push of it could still be in flight it is 503 push_unsettled; after
+    that the job is made from its row (by the push of cut-1, by the read
+    of cut-2) and answered as it, delivered once."""
     url = D.url(drv)
-    rows_q = "SELECT id, state FROM {db}jobs WHERE id = 'cut-1'"
+    ids = ["cut-1", "cut-2"]
+    rows_q = ("SELECT id, state FROM {db}jobs WHERE id LIKE 'cut-%' "
+              "ORDER BY id")
     with harness.Receiver(script="200") as rcv, harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
         L.ready(d)
         _, key = L.tenant(d)
         q = L.topic(d, key, callback_url=rcv.url("/hook"))
-        first = {"topic": q, "id": "cut-1", "body": "first"}
-        # Redis takes reads (the id's lookup) but holds writes: the put
-        # is committed, the push to Redis waits, retryd is killed.
-        r.cmd("CLIENT", "PAUSE", "60000", "WRITE")
-        got = []
+        # Redis takes reads (the id's lookup) but holds writes: the put is
+        # committed, the push to Redis waits (the journal's writer with
+        # it), retryd is killed.  Once per id.
+        for i in ids:
+            r.cmd("CLIENT", "PAUSE", "60000", "WRITE")
+            got = []
 
-        def cut():
-            try:
-                got.append(opush(d, key, first))
-            except OSError as e:  # the answer that never came
-                got.append(e)
+            def cut():
+                try:
+                    got.append(opush(d, key, {"topic": q, "id": i,
+                                              "body": "first " + i}))
+                except OSError as e:  # the answer that never came
+                    got.append(e)
 
-        th = threading.Thread(target=cut)
-        th.start()
-        harness.wait_for(lambda: sql_rows(drv, url, rows_q) ==
-                         [["cut-1", "scheduled"]], what="cut-1 journaled")
-        d.signal(signal.SIGKILL)
-        assert d.wait_exit() == -signal.SIGKILL
-        th.join()
-        r.cmd("CLIENT", "UNPAUSE")
-        assert not isinstance(got[0], tuple), got
-        d.start()
-        L.ready(d)
-        assert L.redis_job(d, key, "cut-1") == 404
-        again = {"topic": q, "id": "cut-1", "body": "second"}
-        st, h, b = opush(d, key, again)
-        assert st == 503 and b["error"]["code"] == "push_unsettled", (st, b)
-        assert b["error"]["field"] == "id" and h["Retry-After"] == "1", b
-        assert L.redis_job(d, key, "cut-1") == 404
+            th = threading.Thread(target=cut)
+            th.start()
+            harness.wait_for(lambda: [i, "scheduled"] in sql_rows(
+                drv, url, rows_q), what=i + " journaled")
+            d.signal(signal.SIGKILL)
+            assert d.wait_exit() == -signal.SIGKILL
+            th.join()
+            r.cmd("CLIENT", "UNPAUSE")
+            assert not isinstance(got[0], tuple), got
+            d.start()
+            L.ready(d)
+        assert sql_rows(drv, url, rows_q) == [[i, "scheduled"] for i in ids]
+
+        def unsettled(resp):
+            st, h, b = resp
+            assert st == 503 and b["error"]["code"] == "push_unsettled", \
+                (st, b)
+            assert b["error"]["field"] == "id", b
+            assert h["Retry-After"] == "1", dict(h)
+
+        for i in ids:
+            unsettled(d.request("GET", "/v1/jobs/" + i, key=key))
+            unsettled(opush(d, key, {"topic": q, "id": i,
+                                     "body": "second"}))
         c = L.counts(d, key, q)
         assert sum(c.values()) == 0, c
-        # No push of it can be in flight any more: made from its row.
+        # No push of them can be in flight any more: made from the rows.
         L.advance(d, 2 * 60 * 1000)
         mark = d.log_mark()
-        b = L.ok(opush(d, key, again), 200)
+        b = L.ok(opush(d, key, {"topic": q, "id": "cut-1",
+                                "body": "second"}), 200)
         assert b["id"] == "cut-1" and b["deduplicated"], b
-        d.wait_log(r"push of \S+/cut-1: journaled at \d+ ms and never "
-                   r"made in Redis", since=mark)
-        rcv.wait_count(1)
-        b = L.ok(opush(d, key, again), 200)
-        assert b["deduplicated"], b
-        harness.wait_for(lambda: d.request(
-            "GET", "/v1/jobs/cut-1", key=key)[2].get("state") ==
-            "delivered", what="cut-1 delivered")
+        b = L.ok(d.request("GET", "/v1/jobs/cut-2", key=key), 200)
+        assert b["id"] == "cut-2" and b["body"] == "first cut-2", b
+        assert "updated_ms" not in b, b  # Redis's answer, not the journal's
+        for what, i in (("push", "cut-1"), ("read", "cut-2")):
+            d.wait_log(r"%s of \S+/%s: journaled at \d+ ms and never made "
+                       r"in Redis" % (what, i), since=mark)
+        rcv.wait_count(2)
+        for i in ids:
+            b = L.ok(opush(d, key, {"topic": q, "id": i}), 200)
+            assert b["deduplicated"], b
+            harness.wait_for(lambda: d.request(
+                "GET", "/v1/jobs/" + i, key=key)[2].get("state") ==
+                "delivered", what=i + " delivered")
         L.advance(d, L.HOUR)
-        assert [x.body for x in rcv.requests] == [b"first"], rcv.requests
+        assert sorted(x.body for x in rcv.requests) == \
+            [b"first cut-1", b"first cut-2"], rcv.requests
 
 
 def case_refused_then_retried(drv):
@@ -326,8 +346,8 @@ D.each("a client id pushed again after Redis lost its data is the "
 D.each("pushes with ids arriving together after Redis lost its data: "
        "each the journal's job, another topic's 409, or new",
        case_client_ids_together_after_loss)
-D.each("a push cut off between its journal and Redis: the id pushed "
-       "again is 503 push_unsettled, then made from the journal, "
+D.each("pushes cut off between their journal and Redis: the ids pushed "
+       "again or read are 503 push_unsettled, then made from the journal, "
        "delivered once", case_cut_off_push)
 D.each("a push refused while Redis is away leaves nothing: its retry "
        "makes the job", case_refused_then_retried)
