@@ -18,6 +18,9 @@ stop too:
   (schedule <0,300ms,700ms,1s>) and a pull topic, each to an instance
   picked at random; a job's body says how many attempts the receiver fails
   (0, 1, 2, or 9: a job that must end dead after its 4 attempts);
+- an id pusher POSTs /push with client-given ids to the push topic, and
+  pushes each one left without an answer, or answered 5xx, again with the
+  same id until it is answered 200 (retries go on after the load stops);
 - pull consumers reserve and ack on any instance;
 - a canceller cancels some jobs still waiting;
 - the fault thread, every 2-5 s: kill -9 an instance and start it again,
@@ -29,8 +32,9 @@ job to finish.  It fails (exit 1) when a job answered 2xx was lost
 (never delivered or acked, not dead when it should be), when a job answered
 204 to a cancel was delivered, when an attempt came early, when a job's
 final state (GET /v1/jobs/{id}, for a sample) is not what its history says
-or GET no longer finds it, or when a valid push was answered 4xx (a 401 or
-404 while Redis was being rebuilt).  Duplicates (a job delivered or acked
+or GET no longer finds it, when a valid push was answered 4xx (a 401 or
+404 while Redis was being rebuilt), or when a client id pushed again never
+got its 200.  Duplicates (a job delivered or acked
 twice) and the first attempts' lateness are printed, not failed: delivery
 is at least once (a kill -9 during a callback repeats it), and a shard an
 instance held when killed waits for its lease to run out.
@@ -232,6 +236,60 @@ def pusher(stack, key, book, stop, seed, rate):
         time.sleep(max(0, 1.0 / rate - (time.time() - t0)))
 
 
+class IdPusher:
+    """Pushes with client-given ids (/push) to the push topic, and pushes
+    again, with the same id, each one left without an answer or answered
+    5xx, until it is answered 200: a client that makes its pushes
+    idempotent so.  New ids stop with the load; the retries go on until
+    every id has its answer or done is set."""
+
+    def __init__(self, stack, key, book, seed, rate):
+        self.stack, self.key, self.book = stack, key, book
+        self.rnd = random.Random(seed)
+        self.seed, self.rate = seed, rate
+        self.retry = []		# [id, job] left without a 200
+        self.lock = threading.Lock()
+        self.n = 0
+
+    def left(self):
+        with self.lock:
+            return [jid for jid, _ in self.retry]
+
+    def one(self, jid, job):
+        st, b = call(self.stack.pick(self.rnd), "POST", "/push", job,
+                     self.key)
+        self.book.count(st)
+        if st == 200:
+            with self.book.lock:
+                self.book.jobs[jid] = {"topic": "push",
+                                       "f": job["body"]["f"],
+                                       "due": b["next_attempt_ms"],
+                                       "at": now_ms()}
+            return True
+        return not (st == 0 or st >= 500)
+
+    def run(self, stop_new, done):
+        while not done.is_set():
+            t0 = time.time()
+            with self.lock:
+                again = self.retry.pop(0) if self.retry else None
+            if again is not None:
+                if not self.one(*again):
+                    with self.lock:
+                        self.retry.append(again)
+            if not stop_new.is_set():
+                jid = "i-%d-%d" % (self.seed, self.n)
+                self.n += 1
+                job = {"topic": "push", "id": jid,
+                       "delay": self.rnd.randrange(0, 2000),
+                       "body": {"f": self.rnd.choice(FAILS),
+                                "s": self.seed, "n": self.n}}
+                if not self.one(jid, job):
+                    with self.lock:
+                        self.retry.append([jid, job])
+            time.sleep(max(0, 1.0 / self.rate - (time.time() - t0)))
+
+
 def consumer(stack, key, book, stop, seed):
     rnd = random.Random(seed)
     while not stop.is_set():
@@ -359,6 +417,10 @@ def main():
     th.append(threading.Thread(target=canceller, args=(stack, key, book,
                                                        stop_load,
                                                        o.seed * 10 + 8)))
+    idp = IdPusher(stack, key, book, o.seed * 10 + 7, o.rate)
+    ids_done = threading.Event()
+    idt = threading.Thread(target=idp.run, args=(stop_load, ids_done))
+    idt.start()
     ft = threading.Thread(target=faults, args=(stack, stop_faults,
                                                o.seed * 10 + 9,
                                                kinds))
@@ -433,14 +495,20 @@ def main():
             book.acks.get(jid))
 
     end = time.time() + o.settle
-    while time.time() < end and pending():
+    while time.time() < end and (pending() or idp.left()):
         time.sleep(1)
         poll_dead()
     stop_cons.set()
+    ids_done.set()
+    idt.join()
     for x in cons:
         x.join()
     left = pending()
     bad = []
+    if idp.left():
+        bad.append("UNSETTLED: %d client ids pushed again until the end "
+                   "never got a 200, e.g. %s" % (len(idp.left()),
+                                                  idp.left()[:5]))
     if left:
         bad.append("LOST: %d accepted jobs never finished, e.g. %s" %
                    (len(left), left[:5]))
