@@ -1858,8 +1858,15 @@ api_cancel_job(struct api_req *req, const char *id, const char *field)
 {
 	struct api_ctx *ctx = api_ctx_of(req);
 	enum sched_err e;
+	int rc;
 
 	e = sched_cancel(ctx->sched, req->tenant, id);
+	if (e == SCHED_ENOTFOUND &&
+	    (rc = api_cut_off_req(req, id, "cancel")) != 0) {
+		if (rc == 1)
+			return -1;
+		e = sched_cancel(ctx->sched, req->tenant, id);
+	}
 	if (e == SCHED_ECONFLICT) {
 		api_error(req, 409, "job_finished", field,
 		    "the job is finished already");
@@ -1894,7 +1901,7 @@ job_patch(struct api_req *req)
 	struct api_ctx *ctx = api_ctx_of(req);
 	int64_t horizon = CONF_GET(limit_horizon_ms), now = clock_wall_ms();
 	int64_t delay = 0, run_at = 0;
-	int has_delay, has_run_at;
+	int has_delay, has_run_at, rc;
 	json_object *body = NULL;
 	enum sched_err e;
 
@@ -1926,6 +1933,13 @@ job_patch(struct api_req *req)
 		goto out;
 	}
 	e = sched_reschedule(ctx->sched, req->tenant, req->param[0], run_at);
+	if (e == SCHED_ENOTFOUND &&
+	    (rc = api_cut_off_req(req, req->param[0], "reschedule")) != 0) {
+		if (rc == 1)
+			goto out;
+		e = sched_reschedule(ctx->sched, req->tenant, req->param[0],
+		    run_at);
+	}
 	if (e == SCHED_ECONFLICT) {
 		api_error(req, 409, "job_not_waiting", NULL,
 		    "only a scheduled or retrying job can be rescheduled");

@@ -712,6 +712,49 @@ api_cut_off(struct api_ctx *ctx, struct sched *s, const char *tenant,
 	return API_CUT_MADE;
 }
 
+/* api_cut_off_req()'s row: whether found, and its times. */
+struct row_times {
+	int	found;
+	int64_t	created_ms;
+	int64_t	finished_ms;
+};
+
+static int
+times_cb(const struct jrnl_job *jj, void *arg)
+{
+	struct row_times *rt = arg;
+
+	rt->found = 1;
+	rt->created_ms = jj->created_ms;
+	rt->finished_ms = jj->finished_ms;
+	return 0;
+}
+
+int
+api_cut_off_req(struct api_req *req, const char *id, const char *what)
+{
+	struct api_ctx *ctx = api_ctx_of(req);
+	struct row_times rt = { 0, 0, 0 };
+	struct id_parts ip;
+	int owed = -1;
+
+	if (ctx->jrnl == NULL || id_parse(id, &ip) == 0 ||
+	    jrnl_get_job(ctx->jrnl, req->tenant, id, times_cb, &rt) !=
+	    JRNL_OK || !rt.found || rt.finished_ms != 0)
+		return 0;
+	switch (api_cut_off(ctx, ctx->sched, req->tenant, id, rt.created_ms,
+	    clock_wall_ms(), &owed, what)) {
+	case API_CUT_UNSETTLED:
+		api_reply_unsettled(req);
+		return 1;
+	case API_CUT_MADE:
+		return 2;
+	case API_CUT_NO:
+		break;
+	}
+	return 0;
+}
+
 void
 api_reply_unsettled(struct api_req *req)
 {

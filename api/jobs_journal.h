@@ -84,6 +84,14 @@ enum api_cut_off api_cut_off(struct api_ctx *ctx, struct sched *s,
 /* 503 push_unsettled with Retry-After: 1 (API_CUT_UNSETTLED). */
 void	api_reply_unsettled(struct api_req *req);
 /*
+ * A change to job id that Redis does not hold: when id is client-given and
+ * its unfinished journal row is a push cut off before Redis made it
+ * (api_cut_off()), 1 after answering 503 push_unsettled, or 2 when the job
+ * was made now (make the change again); else 0, answer as before.
+ */
+int	api_cut_off_req(struct api_req *req, const char *id,
+	    const char *what);
+/*
  * GET /v1/jobs/{id}'s job o from Redis, whose record logs fewer attempts
  * than it counts (it keeps the last 20; a job rebuilt from the journal
  * comes back without them): the journal's attempts before Redis's first

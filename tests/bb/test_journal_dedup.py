@@ -3,13 +3,13 @@
 does not: a client-given id pushed again after Redis lost its data is the
 same job, not a second delivery (at the tenant's quota too); one whose
 push was cut off between its journal commit and Redis is not answered,
-pushed again or read, as a job nothing runs (503 while a push of it could
-be in flight, then made from the journal); a push refused for want of
-Redis leaves nothing behind, so its retry makes the job; a push
-deduplicated by its bizkey leaves no second job in the journal's
-listings; a tenant made again with a deleted one's name has none of its
-jobs, and a deleted tenant leaves no row at all.  Each case runs on
-SQLite and on MySQL (a private mariadbd).
+pushed again, read, cancelled or rescheduled, as a job nothing runs or as
+none (503 while a push of it could be in flight, then made from the
+journal); a push refused for want of Redis leaves nothing behind, so its
+retry makes the job; a push deduplicated by its bizkey leaves no second
+job in the journal's listings; a tenant made again with a deleted one's
+name has none of its jobs, and a deleted tenant leaves no row at all.
+Each case runs on SQLite and on MySQL (a private mariadbd).
 """
 
 import contextlib
@@ -127,12 +127,14 @@ def case_client_ids_together_after_loss(drv):
 def case_cut_off_push(drv):
     """Pushes journaled and cut off before Redis made them (retryd killed
     between the two, their clients answered nothing): such an id pushed
-    again, or read, is not answered as a job nothing will run.  While a
-    push of it could still be in flight it is 503 push_unsettled; after
-    that the job is made from its row (by the push of cut-1, by the read
-    of cut-2) and answered as it, delivered once."""
+    again, read, cancelled or rescheduled is not answered as a job nothing
+    will run, or as no job at all.  While a push of it could still be in
+    flight it is 503 push_unsettled; after that the job is made from its
+    row (by the push of cut-1, the read of cut-2, the cancel of cut-3, the
+    reschedule of cut-4) and the request answered as for any job."""
     url = D.url(drv)
-    ids = ["cut-1", "cut-2"]
+    ids = ["cut-1", "cut-2", "cut-3", "cut-4"]
+    later = ("cut-3", "cut-4")  # due in an hour: nothing races the change
     rows_q = ("SELECT id, state FROM {db}jobs WHERE id LIKE 'cut-%' "
               "ORDER BY id")
     with harness.Receiver(script="200") as rcv, harness.RedisServer() as r, \
@@ -146,11 +148,12 @@ def case_cut_off_push(drv):
         for i in ids:
             r.cmd("CLIENT", "PAUSE", "60000", "WRITE")
             got = []
+            job = {"topic": q, "id": i, "body": "first " + i,
+                   "delay": L.HOUR if i in later else 0}
 
             def cut():
                 try:
-                    got.append(opush(d, key, {"topic": q, "id": i,
-                                              "body": "first " + i}))
+                    got.append(opush(d, key, job))
                 except OSError as e:  # the answer that never came
                     got.append(e)
 
@@ -174,10 +177,16 @@ def case_cut_off_push(drv):
             assert b["error"]["field"] == "id", b
             assert h["Retry-After"] == "1", dict(h)
 
+        def patch(i):
+            return d.request("PATCH", "/v1/jobs/" + i,
+                             {"delay_ms": 2 * L.HOUR}, key=key)
+
         for i in ids:
             unsettled(d.request("GET", "/v1/jobs/" + i, key=key))
             unsettled(opush(d, key, {"topic": q, "id": i,
                                      "body": "second"}))
+        unsettled(d.request("DELETE", "/v1/jobs/cut-3", key=key))
+        unsettled(patch("cut-4"))
         c = L.counts(d, key, q)
         assert sum(c.values()) == 0, c
         # No push of them can be in flight any more: made from the rows.
@@ -189,19 +198,29 @@ def case_cut_off_push(drv):
         b = L.ok(d.request("GET", "/v1/jobs/cut-2", key=key), 200)
         assert b["id"] == "cut-2" and b["body"] == "first cut-2", b
         assert "updated_ms" not in b, b  # Redis's answer, not the journal's
-        for what, i in (("push", "cut-1"), ("read", "cut-2")):
+        L.ok(d.request("DELETE", "/v1/jobs/cut-3", key=key), 204)
+        b = L.ok(patch("cut-4"), 200)
+        assert b["state"] == "scheduled" and b["body"] == "first cut-4", b
+        for what, i in zip(("push", "read", "cancel", "reschedule"), ids):
             d.wait_log(r"%s of \S+/%s: journaled at \d+ ms and never made "
                        r"in Redis" % (what, i), since=mark)
         rcv.wait_count(2)
-        for i in ids:
+        for i, state in zip(ids, ("delivered", "delivered", "cancelled",
+                                  "scheduled")):
             b = L.ok(opush(d, key, {"topic": q, "id": i}), 200)
             assert b["deduplicated"], b
             harness.wait_for(lambda: d.request(
                 "GET", "/v1/jobs/" + i, key=key)[2].get("state") ==
-                "delivered", what=i + " delivered")
+                state, what=i + " " + state)
+        assert sql_rows(drv, url, "SELECT state FROM {db}jobs WHERE id = "
+                        "'cut-3'") == [["cancelled"]]
+        L.advance(d, L.HOUR + 60 * 1000)
+        assert len(rcv.requests) == 2, rcv.requests
+        L.advance(d, L.HOUR)
+        rcv.wait_count(3)
         L.advance(d, L.HOUR)
         assert sorted(x.body for x in rcv.requests) == \
-            [b"first cut-1", b"first cut-2"], rcv.requests
+            [b"first cut-1", b"first cut-2", b"first cut-4"], rcv.requests
 
 
 def case_refused_then_retried(drv):
@@ -347,8 +366,9 @@ D.each("pushes with ids arriving together after Redis lost its data: "
        "each the journal's job, another topic's 409, or new",
        case_client_ids_together_after_loss)
 D.each("pushes cut off between their journal and Redis: the ids pushed "
-       "again or read are 503 push_unsettled, then made from the journal, "
-       "delivered once", case_cut_off_push)
+       "again, read, cancelled or rescheduled are 503 push_unsettled, then "
+       "made from the journal and changed, delivered once",
+       case_cut_off_push)
 D.each("a push refused while Redis is away leaves nothing: its retry "
        "makes the job", case_refused_then_retried)
 D.each("a push deduplicated by its bizkey leaves no second job in the "
