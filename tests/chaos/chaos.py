@@ -3,7 +3,7 @@
 every job they accepted.
 
     tests/chaos/chaos.py [--seconds 90] [--instances 3] [--seed N]
-                         [--faults kill,term,flush,redis] [--rate 100]
+                         [--faults kill,term,cut,flush,redis] [--rate 100]
                          [--journal mysql|sqlite] [--settle 120]
 
 Not part of `make check`: it runs on the real clock for minutes, and what it
@@ -24,8 +24,11 @@ stop too:
 - pull consumers reserve and ack on any instance;
 - a canceller cancels some jobs still waiting;
 - the fault thread, every 2-5 s: kill -9 an instance and start it again,
-  stop one with SIGTERM and start it again, FLUSHALL Redis (every key lost:
-  the instances must rebuild it from the journal), or restart Redis empty.
+  stop one with SIGTERM and start it again, cut one off (Redis holds
+  writes a moment, `CLIENT PAUSE WRITE`, so pushes committed to the
+  journal wait for Redis, and the instance is killed meanwhile), FLUSHALL
+  Redis (every key lost: the instances must rebuild it from the journal),
+  or restart Redis empty.
 
 Then the load stops, every instance runs, and it waits for every accepted
 job to finish.  It fails (exit 1) when a job answered 2xx was lost
@@ -247,13 +250,13 @@ class IdPusher:
         self.stack, self.key, self.book = stack, key, book
         self.rnd = random.Random(seed)
         self.seed, self.rate = seed, rate
-        self.retry = []		# [id, job] left without a 200
+        self.retry = []		# [id, job, when] left without a 200
         self.lock = threading.Lock()
         self.n = 0
 
     def left(self):
         with self.lock:
-            return [jid for jid, _ in self.retry]
+            return [x[0] for x in self.retry]
 
     def one(self, jid, job):
         st, b = call(self.stack.pick(self.rnd), "POST", "/push", job,
@@ -271,12 +274,18 @@ class IdPusher:
     def run(self, stop_new, done):
         while not done.is_set():
             t0 = time.time()
+            # The first id due again (a second after its last answer, as
+            # Retry-After says); left() counts it until it is answered.
             with self.lock:
-                again = self.retry.pop(0) if self.retry else None
+                again = self.retry[0] if self.retry and \
+                    self.retry[0][2] <= t0 else None
             if again is not None:
-                if not self.one(*again):
-                    with self.lock:
-                        self.retry.append(again)
+                ok = self.one(again[0], again[1])
+                with self.lock:
+                    self.retry.remove(again)
+                    if not ok:
+                        self.retry.append([again[0], again[1],
+                                           time.time() + 1])
             if not stop_new.is_set():
                 jid = "i-%d-%d" % (self.seed, self.n)
                 self.n += 1
@@ -286,7 +295,7 @@ class IdPusher:
                                 "s": self.seed, "n": self.n}}
                 if not self.one(jid, job):
                     with self.lock:
-                        self.retry.append([jid, job])
+                        self.retry.append([jid, job, time.time() + 1])
             time.sleep(max(0, 1.0 / self.rate - (time.time() - t0)))
 
 
@@ -339,14 +348,22 @@ def faults(stack, stop, seed, kinds):
     rnd = random.Random(seed)
     while not stop.wait(rnd.uniform(2, 5)):
         k = rnd.choice(kinds)
-        if k in ("kill", "term"):
+        if k in ("kill", "term", "cut"):
             with stack.lock:
                 if len(stack.up) < min(2, len(stack.inst)):
                     continue
                 i = rnd.choice(stack.up)
             stack.down(i)
             d = stack.inst[i]
-            if k == "kill":
+            if k == "cut":
+                # Redis holds writes a moment: pushes committed to the
+                # journal wait for Redis, and the kill cuts them off.
+                stack.redis.cmd("CLIENT", "PAUSE", "10000", "WRITE")
+                time.sleep(rnd.uniform(0.1, 0.4))
+                d.signal(signal.SIGKILL)
+                d.wait_exit(timeout=60)
+                stack.redis.cmd("CLIENT", "UNPAUSE")
+            elif k == "kill":
                 d.signal(signal.SIGKILL)
             else:
                 d.signal(signal.SIGTERM)
@@ -374,7 +391,7 @@ def main():
                     default="mysql",
                     help="sqlite: one instance, the default deployment")
     ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--faults", default="kill,term,flush,redis",
+    ap.add_argument("--faults", default="kill,term,cut,flush,redis",
                     help="kinds of fault to pick from (none: no fault)")
     ap.add_argument("--rate", type=float, default=100,
                     help="pushes a second per pusher (4 pushers)")
@@ -383,7 +400,7 @@ def main():
     o = ap.parse_args()
     kinds = o.faults.split(",")
     for k in kinds:
-        if k not in ("kill", "term", "flush", "redis", "none"):
+        if k not in ("kill", "term", "cut", "flush", "redis", "none"):
             ap.error("--faults: %s is not one of kill, term, flush, redis, "
                      "none" % k)
     say("seed %d", o.seed)
