@@ -440,6 +440,19 @@ registry_forget_misses(struct registry *reg)
 	cache_drop_if(reg, match_miss, NULL);
 }
 
+void
+registry_cache_expire(struct registry *reg)
+{
+	struct centry *e;
+	size_t i;
+
+	pthread_mutex_lock(&reg->lock);
+	for (i = 0; i < CACHE_BUCKETS; i++)
+		for (e = reg->bucket[i]; e != NULL; e = e->next)
+			e->expires_mono_us = 0;
+	pthread_mutex_unlock(&reg->lock);
+}
+
 static void
 cache_drop(struct registry *reg, const char *key)
 {
@@ -1246,6 +1259,15 @@ topic_answer(struct registry_topic *t, const struct topic_want *w)
 	}
 }
 
+/* 1 when Redis says a rebuild is owed (its marker gone, or the flag). */
+static int
+rebuild_owed_now(struct registry *reg)
+{
+	int owed;
+
+	return registry_rebuild_owed(reg, &owed) == REG_OK && owed;
+}
+
 /*
  * From the cache, or Redis then the cache.  Answers as w asks when
  * found.  stale != 0 accepts an expired entry.  On a miss, *gen (unless
@@ -1296,6 +1318,22 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	if (topic_cached(reg, key, 0, w, &err, &gen))
 		return err;
 	err = topic_fetch(reg, tenant, topic, &t, NULL);
+	/*
+	 * Redis lost its data and is not rebuilt yet: a topic it lacks is not
+	 * gone, only not back yet, and the miss is not cached over what was
+	 * known.  For the scheduler (w->info: a failed attempt's next wait, a
+	 * topic's room) the last topic known stands, stale, as when Redis is
+	 * unreachable, so the attempt is decided by its schedule, not the job
+	 * killed as if its topic had been deleted (a deletion drops the
+	 * entry: nothing stale is left to serve).  The API's lookups miss:
+	 * they answer 503 rebuilding.
+	 */
+	if (err == REG_ENOTFOUND && rebuild_owed_now(reg)) {
+		if (w->info != NULL && topic_cached(reg, key, 1, w, &err,
+		    NULL) && err == REG_OK)
+			return REG_OK;
+		return REG_ENOTFOUND;
+	}
 	if (err == REG_OK || err == REG_ENOTFOUND) {
 		if (t != NULL) {
 			t->refs = 1;	/* the cache's */

@@ -61,6 +61,8 @@ void	registry_free(struct registry *reg);
 void	registry_flush_cache(struct registry *reg);
 /* Drop the cached "not found" answers, keeping what was found. */
 void	registry_forget_misses(struct registry *reg);
+/* Every cached entry expired, kept to be served stale (tests). */
+void	registry_cache_expire(struct registry *reg);
 
 /* Tenants. */
 struct registry_tenant {

@@ -250,7 +250,7 @@ class IdPusher:
         self.stack, self.key, self.book = stack, key, book
         self.rnd = random.Random(seed)
         self.seed, self.rate = seed, rate
-        self.retry = []		# [id, job, when] left without a 200
+        self.retry = []		# [id, job, when, sent_ms] without a 200
         self.lock = threading.Lock()
         self.n = 0
 
@@ -258,7 +258,11 @@ class IdPusher:
         with self.lock:
             return [x[0] for x in self.retry]
 
-    def one(self, jid, job):
+    def one(self, jid, job, sent_ms):
+        """Push job; True when answered for good.  Its due time in the
+        book is the first push's send time plus its delay, a bound below
+        the one retryd gave it: an answer to a push again describes the
+        job as it is then (next_attempt_ms may be a later attempt's)."""
         st, b = call(self.stack.pick(self.rnd), "POST", "/push", job,
                      self.key)
         self.book.count(st)
@@ -266,7 +270,7 @@ class IdPusher:
             with self.book.lock:
                 self.book.jobs[jid] = {"topic": "push",
                                        "f": job["body"]["f"],
-                                       "due": b["next_attempt_ms"],
+                                       "due": sent_ms + job["delay"],
                                        "at": now_ms()}
             return True
         return not (st == 0 or st >= 500)
@@ -280,12 +284,12 @@ class IdPusher:
                 again = self.retry[0] if self.retry and \
                     self.retry[0][2] <= t0 else None
             if again is not None:
-                ok = self.one(again[0], again[1])
+                ok = self.one(again[0], again[1], again[3])
                 with self.lock:
                     self.retry.remove(again)
                     if not ok:
                         self.retry.append([again[0], again[1],
-                                           time.time() + 1])
+                                           time.time() + 1, again[3]])
             if not stop_new.is_set():
                 jid = "i-%d-%d" % (self.seed, self.n)
                 self.n += 1
@@ -293,9 +297,11 @@ class IdPusher:
                        "delay": self.rnd.randrange(0, 2000),
                        "body": {"f": self.rnd.choice(FAILS),
                                 "s": self.seed, "n": self.n}}
-                if not self.one(jid, job):
+                sent = now_ms()
+                if not self.one(jid, job, sent):
                     with self.lock:
-                        self.retry.append([jid, job, time.time() + 1])
+                        self.retry.append([jid, job, time.time() + 1,
+                                           sent])
             time.sleep(max(0, 1.0 / self.rate - (time.time() - t0)))
 
 

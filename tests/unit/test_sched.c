@@ -2059,6 +2059,61 @@ test_restore_lock(void **state)
 	registry_free(reg);
 }
 
+/*
+ * Redis lost its data and is not rebuilt yet: the scheduler's lookup of a
+ * topic Redis no longer has gets the last one known, so a failed attempt
+ * follows the topic's schedule instead of killing the job as if the topic
+ * were deleted; the API's lookup misses (503 rebuilding) and does not
+ * replace what the scheduler is served.  With nothing owed, a topic Redis
+ * lacks is gone for both.
+ */
+static void
+test_topic_info_while_owed(void **state)
+{
+	struct registry *reg;
+	struct registry_topic *t, *got = NULL;
+	struct sched_topic_info info;
+	char why[256], key[REG_API_KEY_LEN + 1], kid[REG_KEY_ID_MAX + 1];
+	int created;
+
+	(void)state;
+	flush_redis(&test_redis);
+	freeReplyObject(redisfix_cmd(&test_redis, "SET rd:schema 1"));
+	reg = registry_new(test_redis.url, 2000, 0, why, sizeof(why));
+	assert_non_null(reg);
+	assert_int_equal(registry_tenant_create(reg, "acme", 0, 0, T0, key,
+	    kid), REG_OK);
+	t = registry_topic_new();
+	snprintf(t->tenant, sizeof(t->tenant), "acme");
+	snprintf(t->name, sizeof(t->name), "q");
+	t->mode = REG_MODE_PULL;
+	assert_int_equal(schedule_parse("<0,2m,10m>", 10, 0, &t->schedule,
+	    NULL), 0);
+	assert_int_equal(registry_topic_new_secret(t), 0);
+	assert_int_equal(registry_topic_put(reg, t, T0, &created), REG_OK);
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
+	assert_int_equal(info.schedule.n, 3);
+
+	/* Every key lost, the schema marker with them: a rebuild is owed. */
+	freeReplyObject(redisfix_cmd(&test_redis, "FLUSHDB"));
+	registry_cache_expire(reg);
+	assert_int_equal(registry_topic_get(reg, "acme", "q", &got),
+	    REG_ENOTFOUND);
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
+	assert_int_equal(info.schedule.n, 3);
+	assert_int_equal(info.schedule.wait_ms[1], 120000);
+	assert_int_equal(registry_topic_get(reg, "acme", "q", &got),
+	    REG_ENOTFOUND);
+
+	/* Rebuilt (the marker back) without it: the topic is gone. */
+	freeReplyObject(redisfix_cmd(&test_redis, "SET rd:schema 1"));
+	registry_cache_expire(reg);
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), -1);
+	registry_topic_free(t);
+	registry_free(reg);
+}
+
 static void
 test_retention_purge(void **state)
 {
@@ -2950,6 +3005,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_restore_lock, setup,
 		    teardown),
+		cmocka_unit_test(test_topic_info_while_owed),
 		cmocka_unit_test_setup_teardown(test_batch_max, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_many_bounded, setup,
