@@ -37,10 +37,12 @@ job to finish.  It fails (exit 1) when a job answered 2xx was lost
 final state (GET /v1/jobs/{id}, for a sample) is not what its history says
 or GET no longer finds it, when a valid push was answered 4xx (a 401 or
 404 while Redis was being rebuilt), or when a client id pushed again never
-got its 200.  Duplicates (a job delivered or acked
-twice) and the first attempts' lateness are printed, not failed: delivery
-is at least once (a kill -9 during a callback repeats it), and a shard an
-instance held when killed waits for its lease to run out.
+got its 200.  Duplicates (a job delivered or acked twice) and the first
+attempts' lateness are printed, not failed: delivery is at least once (a
+kill -9 during a callback repeats it), a shard an instance held when
+killed waits for its lease to run out, and an id whose push was cut off
+is made about a minute later (503 push_unsettled until then), its
+lateness counted from its first push.
 """
 
 import argparse
