@@ -360,5 +360,8 @@ enum jrnl_err jrnl_delete_topic(struct jrnl *j, const char *tenant,
 	    const char *name);
 enum jrnl_err jrnl_scan_topics(struct jrnl *j, const char *tenant,
 	    jrnl_topic_fn cb, void *arg);
+/* One topic: cb called with it, or JRNL_ENOTFOUND. */
+enum jrnl_err jrnl_get_topic(struct jrnl *j, const char *tenant,
+	    const char *name, jrnl_topic_fn cb, void *arg);
 
 #endif

@@ -1040,3 +1040,25 @@ jrnl_scan_topics(struct jrnl *j, const char *tenant, jrnl_topic_fn cb,
 	rows_free(&r);
 	return JRNL_OK;
 }
+
+enum jrnl_err
+jrnl_get_topic(struct jrnl *j, const char *tenant, const char *name,
+    jrnl_topic_fn cb, void *arg)
+{
+	struct rows r = { 0 };
+	struct jrnl_val a[2];
+	enum jrnl_err e;
+
+	if (j == NULL || tenant == NULL || name == NULL || cb == NULL)
+		return JRNL_EINVAL;
+	a[0] = jrnl_vtext(tenant);
+	a[1] = jrnl_vtext(name);
+	if ((e = read_rows(j, JS_TOPIC_GET, a, 2, topic_row, &r)) != JRNL_OK)
+		return e;
+	if (r.n == 0)
+		e = JRNL_ENOTFOUND;
+	else
+		(void)cb(r.v[0], arg);
+	rows_free(&r);
+	return e;
+}

@@ -137,6 +137,8 @@ static const char *const common_sql[JS_COUNT] = {
 	    "updated_ms FROM topics ORDER BY tenant, name",
 	[JS_TOPIC_SCAN] = "SELECT tenant, name, config, created_ms, "
 	    "updated_ms FROM topics WHERE tenant = ? ORDER BY name",
+	[JS_TOPIC_GET] = "SELECT tenant, name, config, created_ms, "
+	    "updated_ms FROM topics WHERE tenant = ? AND name = ?",
 	[JS_VERSION_GET] = "SELECT MAX(version) FROM schema_version",
 	[JS_VERSION_SET] = "INSERT INTO schema_version (version, applied_ms) "
 	    "VALUES (?, ?)",

@@ -1781,6 +1781,17 @@ test_meta(void **state)
 	    JRNL_OK);
 	assert_int_equal(m.n, 3);
 	assert_string_equal(m.v[2], "beta x {} 50 50");
+	/* One topic by its name; another tenant's of that name is not it. */
+	m.n = 0;
+	assert_int_equal(jrnl_get_topic(j, "acme", "orders", collect_topic,
+	    &m), JRNL_OK);
+	assert_int_equal(m.n, 1);
+	assert_string_equal(m.v[0], "acme orders {\"mode\":\"pull\"} 10 30");
+	assert_int_equal(jrnl_get_topic(j, "acme", "x", collect_topic, &m),
+	    JRNL_ENOTFOUND);
+	assert_int_equal(jrnl_get_topic(j, "beta", "orders", collect_topic,
+	    &m), JRNL_ENOTFOUND);
+	assert_int_equal(m.n, 1);
 
 	/* Deleting a topic cancels its unfinished jobs. */
 	jobs[0] = tj_job("acme", "orders", "M1", "scheduled", 1);
