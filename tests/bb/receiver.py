@@ -17,6 +17,7 @@ requests in arrival order, the last entry repeating; with path_scripts
     503:ra=TEXT         ... with TEXT as is (list form allows commas)
     hang                never answer: hold the socket until the client leaves
     sleep=MS            wait MS milliseconds, then answer 200
+    hold=STATUS         wait until release() is called, then answer STATUS
     close               drop the connection without answering (FIN)
     reset               drop it with a TCP RST
 
@@ -91,11 +92,14 @@ def parse_script(script):
 
 
 def _parse_entry(e):
-    """-> (kind, arg, retry_after): kind status|hang|sleep|close|reset."""
+    """-> (kind, arg, retry_after): kind
+    status|hang|sleep|hold|close|reset."""
     if e in ("hang", "close", "reset"):
         return e, None, None
     if e.startswith("sleep="):
         return "sleep", int(e[6:]), None
+    if e.startswith("hold="):
+        return "hold", _parse_entry(e[5:])[1], None
     status, _, opt = e.partition(":")
     status = int(status)
     if not 200 <= status <= 599:
@@ -204,6 +208,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if owner._stopping.wait(arg / 1000.0):
                 self.close_connection = True
                 return
+        elif kind == "hold":
+            while not owner._released.wait(0.05):
+                if owner._stopping.is_set():
+                    self.close_connection = True
+                    return
+            status = arg
         else:
             status = arg
         payload = b""
@@ -251,6 +261,7 @@ class Receiver:
         self._conns = set()
         self._resets = set()
         self._stopping = threading.Event()
+        self._released = threading.Event()
         self._logf = open(log, "a") if log else None
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.owner = self
@@ -280,6 +291,11 @@ class Receiver:
             else:
                 self._path_scripts[path] = entries
                 self._counts.pop(path, None)
+
+    def release(self):
+        """Let the requests held by hold= entries (and later ones) be
+        answered."""
+        self._released.set()
 
     def _next(self, path):
         key = path.split("?", 1)[0]

@@ -15,6 +15,7 @@ import http.client  # noqa: E402
 import io  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
@@ -193,9 +194,24 @@ def _():
                                                       "sleep=300"]
 
 
+@t.test("Receiver: hold=STATUS answers STATUS once released, not before")
+def _():
+    with harness.Receiver(script="hold=500,200") as rv:
+        got = []
+        th = threading.Thread(target=lambda: got.append(post(rv.url())[0]))
+        th.start()
+        assert rv.wait_count(1)[0].entry == "hold=500"
+        th.join(0.3)
+        assert th.is_alive() and not got
+        rv.release()
+        th.join(10)
+        assert got == [500], got
+        assert post(rv.url())[0] == 200
+
+
 @t.test("Receiver: a bad script entry is refused; stop closes the port")
 def _():
-    for bad in ("", "abc", "99", "200:x=1", "sleep=x"):
+    for bad in ("", "abc", "99", "200:x=1", "sleep=x", "hold=x", "hold=99"):
         try:
             receiver.Receiver(script=bad).stop()
         except ValueError:
