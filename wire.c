@@ -46,6 +46,7 @@ struct wire {
 	struct restore		*restore;	/* NULL: journal off */
 	struct reporter		*rep;		/* applies callback outcomes */
 	struct api_ctx		 ctx;
+	int64_t			 recall_off_us;	/* no journal recall before */
 	int			 lock_fd;	/* data_dir's lock, or -1 */
 };
 
@@ -268,17 +269,86 @@ topic_timeout(int64_t ms)
 	return ms > max ? max : ms;
 }
 
+/* The defaults a topic's unset settings take. */
+static void
+topic_defaults(struct sched_topic_info *out)
+{
+	out->timeout_ms = topic_timeout(out->timeout_ms);
+	if (out->max_in_flight <= 0)
+		out->max_in_flight = (int)CONF_GET(disp_max_in_flight);
+}
+
 static int
 hook_topic_info(const char *tenant, const char *topic,
     struct sched_topic_info *out, void *arg)
 {
 	struct wire *w = arg;
+	int r;
 
-	if (registry_topic_info(w->reg, tenant, topic, out) == -1)
+	if ((r = registry_topic_info(w->reg, tenant, topic, out)) != 0)
+		return r;
+	topic_defaults(out);
+	return 0;
+}
+
+/* How long after a failed read the journal is not asked again, us. */
+#define RECALL_PAUSE_US	1000000
+
+struct recall {
+	struct registry		*reg;
+	struct sched_topic_info	*out;
+	int			 r;
+};
+
+static int
+recall_cb(const struct jrnl_topic *t, void *arg)
+{
+	struct recall *rc = arg;
+
+	rc->r = registry_topic_recall(rc->reg, t->tenant, t->name,
+	    t->config_json, t->created_ms, rc->out) == 0 ? 0 : -2;
+	return 0;
+}
+
+/*
+ * sched_hooks.topic_recall: a topic Redis cannot tell of now (it lost its
+ * data and is not rebuilt yet, and this instance had not cached it) read
+ * from the journal, where every topic is kept, so a failed attempt follows
+ * its schedule instead of waiting in flight for the rebuild.  The registry
+ * caches it (expired) for the lookups after.  A journal that fails is not
+ * asked again for a second: the reporter's threads wait on each read.
+ */
+static int
+hook_topic_recall(const char *tenant, const char *topic,
+    struct sched_topic_info *out, void *arg)
+{
+	struct wire *w = arg;
+	struct recall rc = { w->reg, out, -2 };
+	struct log_obj lo = { tenant, topic, NULL, 0 };
+	enum jrnl_err e;
+	int64_t now = clock_mono_us();
+
+	if (w->jrnl == NULL || now < __atomic_load_n(&w->recall_off_us,
+	    __ATOMIC_RELAXED))
+		return -2;
+	e = jrnl_get_topic(w->jrnl, tenant, topic, recall_cb, &rc);
+	if (e == JRNL_ENOTFOUND)
 		return -1;
-	out->timeout_ms = topic_timeout(out->timeout_ms);
-	if (out->max_in_flight <= 0)
-		out->max_in_flight = (int)CONF_GET(disp_max_in_flight);
+	if (e != JRNL_OK) {
+		__atomic_store_n(&w->recall_off_us, now + RECALL_PAUSE_US,
+		    __ATOMIC_RELAXED);
+		log_obj(LOG_LVL_WARN, &lo, "the topic cannot be read from the "
+		    "journal either: %s", jrnl_strerror(e));
+		return -2;
+	}
+	if (rc.r != 0) {
+		log_obj(LOG_LVL_WARN, &lo, "the journal's record of the topic "
+		    "is unreadable");
+		return -2;
+	}
+	log_obj(LOG_LVL_INFO, &lo, "the topic read from the journal: Redis "
+	    "lacks it until its rebuild");
+	topic_defaults(out);
 	return 0;
 }
 
@@ -295,7 +365,7 @@ hook_capacity(const char *tenant, const char *topic, void *arg)
 	struct wire *w = arg;
 	struct sched_topic_info ti;
 
-	if (hook_topic_info(tenant, topic, &ti, w) == -1 || !ti.push)
+	if (hook_topic_info(tenant, topic, &ti, w) != 0 || !ti.push)
 		return 0;
 	return disp_topic_room(w->disp, tenant, topic, ti.max_in_flight);
 }
@@ -617,6 +687,7 @@ wire_start(int listen_fd, char *err, size_t errlen)
 	if (w->jrnl != NULL) {
 		hooks.redis_lost = hook_redis_lost;
 		hooks.redis_restarted = hook_redis_restarted;
+		hooks.topic_recall = hook_topic_recall;
 	}
 	hooks.arg = w;
 	if ((w->sched = sched_new(&sc, &hooks, why, sizeof(why))) == NULL) {

@@ -782,6 +782,7 @@ sched_status(enum sched_err e)
 	case SCHED_ESTALE:
 		return 409;
 	case SCHED_EUNAVAIL:
+	case SCHED_EAGAIN:
 		return 503;
 	case SCHED_EFULL:
 		return 507;

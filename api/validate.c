@@ -571,6 +571,13 @@ api_sched_describe(enum sched_err e, const char *what,
 		    "Redis is out of memory (its maxmemory): nothing was "
 		    "done; try again later");
 		break;
+	case SCHED_EAGAIN:
+		d->status = 503;
+		d->code = "unavailable";
+		snprintf(d->msg, sizeof(d->msg),
+		    "the job's topic cannot be read now (Redis is being "
+		    "rebuilt); try again");
+		break;
 	case SCHED_EINVAL:
 		d->status = 400;
 		d->code = "invalid_request";

@@ -376,17 +376,17 @@ cache_find_locked(struct registry *reg, const char *key)
  * entries since, e may be older than that write, so it goes in expired (a
  * lookup reads Redis again; only a Redis outage serves it, as any expired
  * entry).  So a read on this instance never holds a value its own write
- * replaced.
+ * replaced.  stale != 0 puts it in expired in any case.
  */
 static void
-cache_put(struct registry *reg, struct centry *e, uint64_t gen)
+cache_put(struct registry *reg, struct centry *e, uint64_t gen, int stale)
 {
 	struct centry **pp, *old;
 	uint32_t b = bucket_of(e->key);
 
 	e->expires_mono_us = clock_mono_us() + reg->ttl_us;
 	pthread_mutex_lock(&reg->lock);
-	if (reg->gen != gen)
+	if (reg->gen != gen || stale)
 		e->expires_mono_us = 0;
 	for (pp = &reg->bucket[b]; *pp != NULL; pp = &(*pp)->next)
 		if (strcmp((*pp)->key, e->key) == 0) {
@@ -801,7 +801,7 @@ registry_tenant_get(struct registry *reg, const char *name,
 		*out = e->t;
 	}
 	err = e->found ? REG_OK : REG_ENOTFOUND;
-	cache_put(reg, e, gen);
+	cache_put(reg, e, gen, 0);
 out:
 	if (r1 != NULL)
 		freeReplyObject(r1);
@@ -1125,7 +1125,7 @@ registry_key_lookup(struct registry *reg, const uint8_t h[SHA256_LEN],
 	}
 	err = e->found ? REG_OK : REG_ENOTFOUND;
 	freeReplyObject(r);
-	cache_put(reg, e, gen);
+	cache_put(reg, e, gen, 0);
 	return err;
 }
 
@@ -1325,14 +1325,17 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	 * topic's room) the last topic known stands, stale, as when Redis is
 	 * unreachable, so the attempt is decided by its schedule, not the job
 	 * killed as if its topic had been deleted (a deletion drops the
-	 * entry: nothing stale is left to serve).  The API's lookups miss:
-	 * they answer 503 rebuilding.
+	 * entry: nothing stale is left to serve).  With nothing known, the
+	 * scheduler is told the topic cannot be read now (REG_EUNAVAIL), not
+	 * that it is gone.  The API's lookups miss: they answer 503
+	 * rebuilding.
 	 */
 	if (err == REG_ENOTFOUND && rebuild_owed_now(reg)) {
-		if (w->info != NULL && topic_cached(reg, key, 1, w, &err,
-		    NULL) && err == REG_OK)
+		if (w->info == NULL)
+			return REG_ENOTFOUND;
+		if (topic_cached(reg, key, 1, w, &err, NULL) && err == REG_OK)
 			return REG_OK;
-		return REG_ENOTFOUND;
+		return REG_EUNAVAIL;
 	}
 	if (err == REG_OK || err == REG_ENOTFOUND) {
 		if (t != NULL) {
@@ -1342,7 +1345,7 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 		e = centry_new(key);
 		e->found = t != NULL;
 		e->topic = t;
-		cache_put(reg, e, gen);
+		cache_put(reg, e, gen, 0);
 		return err;
 	}
 	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err, NULL))
@@ -1373,10 +1376,50 @@ registry_topic_info(struct registry *reg, const char *tenant,
     const char *topic, struct sched_topic_info *out)
 {
 	struct topic_want w = { NULL, NULL, out };
+	enum reg_err err;
 
 	memset(out, 0, sizeof(*out));
-	return topic_lookup(reg, tenant, topic, &w) == REG_OK &&
-	    out->schedule.n > 0 ? 0 : -1;
+	err = topic_lookup(reg, tenant, topic, &w);
+	if (err == REG_OK)
+		return out->schedule.n > 0 ? 0 : -1;
+	return err == REG_ENOTFOUND ? -1 : -2;
+}
+
+int
+registry_topic_recall(struct registry *reg, const char *tenant,
+    const char *topic, const char *json, int64_t created_ms,
+    struct sched_topic_info *out)
+{
+	struct topic_want w = { NULL, NULL, out };
+	char key[REG_TENANT_MAX + REG_TOPIC_MAX + 4];
+	struct registry_topic *t;
+	struct centry *e;
+	uint64_t gen;
+	int found;
+
+	memset(out, 0, sizeof(*out));
+	if (strlen(tenant) > REG_TENANT_MAX || strlen(topic) > REG_TOPIC_MAX ||
+	    json == NULL || (t = topic_from_json(tenant, topic, json,
+	    strlen(json), created_ms)) == NULL)
+		return -1;
+	t->refs = 1;	/* the cache's */
+	topic_answer(t, &w);
+	cache_key(key, sizeof(key), CE_TOPIC, tenant, topic);
+	/* Not over a topic the cache has (found, fresh or not). */
+	pthread_mutex_lock(&reg->lock);
+	e = cache_find_locked(reg, key);
+	found = e != NULL && e->found;
+	gen = reg->gen;
+	pthread_mutex_unlock(&reg->lock);
+	if (found) {
+		registry_topic_release(t);
+		return 0;
+	}
+	e = centry_new(key);
+	e->found = 1;
+	e->topic = t;
+	cache_put(reg, e, gen, 1);
+	return 0;
 }
 
 static int

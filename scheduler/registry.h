@@ -216,11 +216,22 @@ enum reg_err registry_topic_delete(struct registry *reg, const char *tenant,
 	    const char *topic);
 
 /*
- * The scheduler's topic_info hook: 0 and *out filled, or -1 when the topic
- * is unknown (or Redis is unreachable and nothing is cached).
+ * The scheduler's topic_info hook: 0 and *out filled; -1 when the topic is
+ * gone (Redis has none and owes no rebuild); -2 when it cannot be told now
+ * (Redis unreachable, or owed a rebuild, and nothing cached).
  */
 int	registry_topic_info(struct registry *reg, const char *tenant,
 	    const char *topic, struct sched_topic_info *out);
+/*
+ * A topic read back from elsewhere (the journal) for the scheduler while
+ * registry_topic_info() cannot tell: *out filled from its stored JSON
+ * (registry_topic_json()), and the topic cached expired unless the cache
+ * has it, so lookups that find Redis still without it are served it as
+ * any stale entry.  0, or -1 when the JSON is unreadable.
+ */
+int	registry_topic_recall(struct registry *reg, const char *tenant,
+	    const char *topic, const char *json, int64_t created_ms,
+	    struct sched_topic_info *out);
 
 /*
  * The stored form of a topic: JSON holding every setting and the signing

@@ -62,6 +62,9 @@ sched_strerror(enum sched_err e)
 		return "internal error";
 	case SCHED_EFULL:
 		return "Redis is out of memory (maxmemory)";
+	case SCHED_EAGAIN:
+		return "the job's topic cannot be read now (Redis is owed its "
+		    "rebuild or unreachable, and the journal cannot tell)";
 	}
 	return "unknown error";
 }
@@ -1329,6 +1332,33 @@ is_push(struct sched *s, const struct sched_job *job)
 }
 
 /*
+ * The schedule a failed attempt follows: the job's own, else its topic's.
+ * 0 with *rs; -1 when the topic is gone; -2 when it cannot be told now
+ * (Redis lost its data and is not rebuilt yet, or is unreachable, with
+ * nothing cached) and, with recall, topic_recall() cannot tell either.
+ */
+static int
+failed_schedule(struct sched *s, const struct sched_job *job, int recall,
+    struct retry_schedule *rs)
+{
+	struct sched_topic_info info;
+	int r = -1;
+
+	if (job->schedule != NULL && schedule_parse(job->schedule,
+	    strlen(job->schedule), 0, rs, NULL) == 0)
+		return 0;
+	if (s->hooks.topic_info != NULL)
+		r = s->hooks.topic_info(job->tenant, job->topic, &info,
+		    s->hooks.arg);
+	if (r == -2 && recall && s->hooks.topic_recall != NULL)
+		r = s->hooks.topic_recall(job->tenant, job->topic, &info,
+		    s->hooks.arg);
+	if (r == 0)
+		*rs = info.schedule;
+	return r == 0 || r == -2 ? r : -1;
+}
+
+/*
  * What to do after an attempt: the decision and its verdict.  A retry
  * waits from the end of the attempt, not from when its outcome is applied
  * (the reporter may have queued it a while): the end as the dispatcher
@@ -1336,18 +1366,20 @@ is_push(struct sched *s, const struct sched_job *job)
  * answer), on Redis time, and never later than now (with the fake clock,
  * which stands still, that is now).  Start plus latency is not used: curl's
  * latency leaves out the time a transfer waited to start, which made
- * retries come early.
+ * retries come early.  A failure whose schedule cannot be read now is not
+ * decided (-1): the job is not made dead for a topic that is only not back
+ * yet; it stays in flight, and its expired deadline decides it later.
+ * recall: topic_recall() may be asked.
  */
-static void
+static int
 decide(struct sched *s, const struct sched_job *job,
     const struct schedule_outcome *outcome,
-    const struct sched_attempt *attempt, struct schedule_decision *d,
-    enum sched_verdict_x *v, int64_t *now_out)
+    const struct sched_attempt *attempt, int recall,
+    struct schedule_decision *d, enum sched_verdict_x *v, int64_t *now_out)
 {
-	struct sched_topic_info info;
 	struct retry_schedule rs;
 	int64_t now = sched_now_ms(s), end;
-	int have = 0;
+	int r;
 
 	if (attempt != NULL && attempt->end_ms > 0) {
 		end = attempt->end_ms + (now - clock_wall_ms());
@@ -1359,24 +1391,15 @@ decide(struct sched *s, const struct sched_job *job,
 		d->verdict = SCHEDULE_DONE;
 		d->next_ms = 0;
 		d->reason = "ok";
+	} else if ((r = failed_schedule(s, job, recall, &rs)) == 0) {
+		*d = schedule_decide(&rs, job->attempts + 1, outcome, now,
+		    s->cfg.retry_after_cap_ms);
+	} else if (r == -2) {
+		return -1;
 	} else {
-		if (job->schedule != NULL && schedule_parse(job->schedule,
-		    strlen(job->schedule), 0, &rs, NULL) == 0)
-			have = 1;
-		else if (s->hooks.topic_info != NULL &&
-		    s->hooks.topic_info(job->tenant, job->topic, &info,
-		    s->hooks.arg) == 0) {
-			rs = info.schedule;
-			have = 1;
-		}
-		if (have) {
-			*d = schedule_decide(&rs, job->attempts + 1, outcome,
-			    now, s->cfg.retry_after_cap_ms);
-		} else {
-			d->verdict = SCHEDULE_DEAD;
-			d->next_ms = 0;
-			d->reason = "the topic is gone";
-		}
+		d->verdict = SCHEDULE_DEAD;
+		d->next_ms = 0;
+		d->reason = "the topic is gone";
 	}
 	switch (d->verdict) {
 	case SCHEDULE_DONE:
@@ -1389,6 +1412,7 @@ decide(struct sched *s, const struct sched_job *job,
 		*v = SCHED_V_DEAD;
 		break;
 	}
+	return 0;
 }
 
 /* The job after its outcome was applied (to): logged and reported. */
@@ -1444,7 +1468,9 @@ sched_apply(struct sched *s, redisContext *c, struct sched_job *job,
 	enum sched_err e;
 	int64_t now;
 
-	decide(s, job, outcome, attempt, &d, &v, &now);
+	if (decide(s, job, outcome, attempt, !expire_only, &d, &v,
+	    &now) == -1)
+		return SCHED_EAGAIN;
 	attempt = attempt_or(attempt, outcome, now, &synth);
 	e = sched_st_finish(s, c, job, token, v, d.next_ms, attempt,
 	    expire_only, &fo, broken);
@@ -1579,7 +1605,7 @@ many_replies(struct sched_pipe *q, struct sched_report_item *v,
 	return 0;
 }
 
-/* Decides item i's verdict; step M_FINISH. */
+/* Decides item i's verdict; step M_FINISH (M_DONE: not decided now). */
 static void
 many_decide(struct sched *s, struct sched_report_item *v, struct many *m,
     size_t i)
@@ -1589,9 +1615,12 @@ many_decide(struct sched *s, struct sched_report_item *v, struct many *m,
 	if (v[i].release) {
 		m[i].v = SCHED_V_RELEASE;
 		m[i].att = NULL;
+	} else if (decide(s, m[i].job, &v[i].outcome, v[i].attempt, 1,
+	    &m[i].d, &m[i].v, &now) == -1) {
+		v[i].err = SCHED_EAGAIN;
+		m[i].step = M_DONE;
+		return;
 	} else {
-		decide(s, m[i].job, &v[i].outcome, v[i].attempt, &m[i].d,
-		    &m[i].v, &now);
 		m[i].att = attempt_or(v[i].attempt, &v[i].outcome, now,
 		    &m[i].synth);
 	}

@@ -42,6 +42,7 @@ enum sched_err {
 	SCHED_EINVAL,		/* a bad argument (caller's bug or bad input) */
 	SCHED_EINTERNAL,	/* unexpected reply: logged */
 	SCHED_EFULL,		/* Redis out of memory: refused, not made */
+	SCHED_EAGAIN,		/* the job's topic cannot be read now */
 };
 
 #define SCHED_TOKEN_LEN	22	/* characters, without the NUL */
@@ -110,8 +111,20 @@ struct sched_topic_info {
 };
 
 struct sched_hooks {
-	/* Topic lookup: 0 and *out filled, or -1 when the topic is unknown. */
+	/*
+	 * Topic lookup: 0 and *out filled, -1 when the topic is unknown, -2
+	 * when it cannot be told now (callers that only ask "is it known"
+	 * take -2 as -1).
+	 */
 	int	(*topic_info)(const char *tenant, const char *topic,
+		    struct sched_topic_info *out, void *arg);
+	/*
+	 * The topic from elsewhere (the journal), asked when topic_info()
+	 * answered -2 and an attempt's outcome needs the topic's schedule:
+	 * the same answers.  NULL: none.  Not asked by the timer's own
+	 * thread (an expired deadline), which must not wait on it.
+	 */
+	int	(*topic_recall)(const char *tenant, const char *topic,
 		    struct sched_topic_info *out, void *arg);
 	/*
 	 * How many more callbacks of this topic this instance may start now

@@ -38,6 +38,11 @@
 #define PURGE_CALLS	8	/* purge calls per shard per sweep */
 #define BACKOFF_MIN_MS	50
 #define BACKOFF_MAX_MS	2000
+/*
+ * How soon an expired deadline whose job could not be decided (its topic
+ * cannot be read now: SCHED_EAGAIN) is looked at again.
+ */
+#define SCHED_HELD_MS	250
 
 /* The real monotonic clock in ms: leases and sleeping, never "due". */
 static int64_t
@@ -160,6 +165,17 @@ score_of(const redisReply *e)
 	return (int64_t)strtod(e->str, NULL);
 }
 
+/* A job whose expired deadline could not be decided (SCHED_EAGAIN). */
+static void
+expire_held(const char *tenant, const struct sched_job *job)
+{
+	struct log_obj lo = { tenant, job->topic, job->id, job->attempts };
+
+	log_obj(LOG_LVL_DEBUG, &lo, "its deadline passed, but its outcome "
+	    "cannot be decided: %s; held in flight",
+	    sched_strerror(SCHED_EAGAIN));
+}
+
 static void
 expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
     int shard, int64_t now, int *budget, int *broken)
@@ -171,8 +187,9 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 	struct sched_job *job;
 	redisReply *r, *rec;
 	int64_t dl = SCHED_NO_TIME;
+	enum sched_err e;
 	size_t i;
-	int expired = 0;
+	int expired = 0, held = 0;
 
 	sched_key(kf, t->name, shard, "f", NULL);
 	sched_key(kj, t->name, shard, "j", NULL);
@@ -220,9 +237,14 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 			a.error = "no outcome before the deadline";
 		}
 		a.at_ms = now;
-		if (sched_apply(s, c, job, job->token, &o, &a, 1, NULL,
-		    broken) == SCHED_OK)
+		e = sched_apply(s, c, job, job->token, &o, &a, 1, NULL,
+		    broken);
+		if (e == SCHED_OK)
 			expired++;
+		else if (e == SCHED_EAGAIN) {
+			held++;
+			expire_held(t->name, job);
+		}
 		(*budget)--;
 		sched_job_free(job);
 	}
@@ -237,10 +259,14 @@ expire_shard(struct sched *s, redisContext *c, struct sched_tenant *t,
 		dl = score_of(r->element[1]);
 	/*
 	 * Nothing expired although a deadline looked passed: Redis time is a
-	 * little behind ours (or the job is odd); look again shortly.
+	 * little behind ours (or the job is odd); look again shortly.  A job
+	 * whose topic cannot be read now (Redis owed its rebuild) waits in
+	 * flight for it: looked at again four times a second, not a hundred.
+	 * Until it is decided it comes first in each look, so other deadlines
+	 * of the slot past the batch wait with it.
 	 */
 	if (expired == 0 && dl <= now)
-		dl = now + 10;
+		dl = now + (held > 0 ? SCHED_HELD_MS : 10);
 	pthread_mutex_lock(&s->lock);
 	t->next_deadline_ms[shard] = dl;
 	pthread_mutex_unlock(&s->lock);

@@ -12,6 +12,7 @@ real time.
 
 import os
 import re
+import signal
 import sys
 import threading
 
@@ -200,6 +201,99 @@ def case_rebuilding(drv):
             assert L.counts(a, key, q)["scheduled"] == 1
 
 
+def lose_topics(r, name):
+    """Redis loses its schema marker and the tenant's topics, the jobs
+    kept (a loss the rebuild is owed for, caught with a job in flight), in
+    one transaction with the rebuild lock held by an instance that is gone
+    (lose_locked): the rebuild waits."""
+    assert r.cmd("MULTI") == "OK"
+    r.cmd("DEL", "rd:schema", "rd:{registry}:topics:" + name,
+          "rd:{registry}:topicc:" + name)
+    r.cmd("SET", "rd:{registry}:restore_lock", "gone/0", "PX", "120000")
+    r.cmd("EXEC")
+
+
+def reload_twice(d, mark):
+    """SIGHUP d twice: each reload drops the registry's cache, and the
+    second's log line is written after the first's drop."""
+    for n in (1, 2):
+        d.signal(signal.SIGHUP)
+        harness.wait_for(lambda: d.log(mark).count(
+            "configuration reloaded") >= n, 10, "reload %d" % n)
+
+
+def case_recall(drv):
+    """An attempt fails while Redis is owed its rebuild and lacks the
+    topic, and the instance has it no longer cached (a reload dropped its
+    cache): the topic is read from the journal and the job retried on its
+    schedule, not made dead as if the topic were deleted.  The rebuild
+    then leaves the job as it is, and it is delivered at its retry."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Receiver(script="hold=500,200") as rcv, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = hook_topic(d, key, rcv, retry_schedule="<0,1m>")
+        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                             {"body": "x", "delay_ms": 0}, key=key),
+                   201)["id"]
+        rcv.wait_count(1)           # in flight, its answer held
+        mark = d.log_mark()
+        lose_topics(r, name)
+        reload_twice(d, mark)
+        rcv.release()
+        d.wait_log(r"topic=%s .*the topic read from the journal" % q,
+                   since=mark)
+        r.cmd("DEL", "rd:{registry}:restore_lock")
+        L.wait_restore(d, mark)
+        assert "the topic is gone" not in d.log(mark)
+        job = L.redis_job(d, key, jid)
+        assert job["state"] == "retrying" and \
+            job["attempt_count"] == 1, job
+        L.advance(d, 60000)
+        rcv.wait_count(2)
+        harness.wait_for(lambda: L.redis_job(d, key, jid)["state"] ==
+                         "delivered", 10, "the retry delivered")
+
+
+def case_held(drv):
+    """The deadline of a job in flight passes while Redis is owed its
+    rebuild and lacks the topic, the instance's cache dropped: the timer
+    does not wait on the journal, so the job is held in flight, not made
+    dead; once the rebuild brings the topic back its expiry is decided on
+    the schedule, and the job is delivered at its retry."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Receiver(script="hold=500,200") as rcv, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = hook_topic(d, key, rcv, retry_schedule="<0,1m>",
+                       timeout_ms=2000)
+        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                             {"body": "x", "delay_ms": 0}, key=key),
+                   201)["id"]
+        rcv.wait_count(1)           # in flight, never answered in time
+        mark = d.log_mark()
+        lose_topics(r, name)
+        reload_twice(d, mark)
+        L.advance(d, 10000)         # its deadline passed
+        d.wait_log(r"job=%s .*cannot be decided" % jid, since=mark)
+        r.cmd("DEL", "rd:{registry}:restore_lock")
+        L.wait_restore(d, mark)
+        harness.wait_for(lambda: L.redis_job(d, key, jid)["state"] ==
+                         "retrying", 10, "the expiry decided")
+        assert "the topic is gone" not in d.log(mark)
+        job = L.redis_job(d, key, jid)
+        assert job["attempt_count"] == 1, job
+        rcv.release()               # the late 500 is a stale outcome
+        L.advance(d, 60000)
+        rcv.wait_count(2)
+        harness.wait_for(lambda: L.redis_job(d, key, jid)["state"] ==
+                         "delivered", 10, "the retry delivered")
+
+
 def case_dead_rebuilder(drv):
     """A run that died rebuilding leaves the rebuild lock behind; the next
     run on its data_dir lets go of it and rebuilds at once, not when the
@@ -353,6 +447,10 @@ D.each("the restore route racing the automatic rebuild makes each job once",
 D.each("two instances: one rebuilds, the other waits", case_two)
 D.each("while the rebuild is owed, what Redis lacks is 503 rebuilding, not "
        "401 or 404", case_rebuilding)
+D.each("an attempt failing while the rebuild is owed, its topic not cached: "
+       "retried on the journal's schedule, not dead", case_recall)
+D.each("a deadline passing while the rebuild is owed, the topic not "
+       "cached: held in flight, then decided on the schedule", case_held)
 D.each("a run that died rebuilding: the next on its data_dir lets go of its "
        "lock and rebuilds at once", case_dead_rebuilder)
 D.each("the restore route before the loss is seen: the full rebuild "

@@ -1411,6 +1411,111 @@ test_quiesce(void **state)
 	    SCHED_ENOTFOUND);
 }
 
+/* Reserves the job of topic that is id (the only one ready there). */
+static struct sched_job *
+reserve_id(struct sched *s, const char *topic, const char *id)
+{
+	struct sched_job *job;
+
+	assert_int_equal(sched_reserve(s, T_TENANT, topic, 1000, &job),
+	    SCHED_OK);
+	assert_string_equal(job->id, id);
+	return job;
+}
+
+/*
+ * A failed attempt of a job whose topic cannot be read now (topic_info()
+ * answers -2: Redis owed its rebuild, nothing cached) is not decided as if
+ * the topic were gone.  Its outcome is decided by the topic topic_recall()
+ * reads (the journal); when that cannot tell either, the outcome is not
+ * applied (SCHED_EAGAIN, alone and in a batch) and the job stays in flight;
+ * its expired deadline does not ask topic_recall() (the timer's thread
+ * does not wait on it) and holds the job until topic_info() can tell.
+ */
+static void
+test_outcome_topic_unsure(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct schedule_outcome nack = { SCHEDULE_NACK, 0, -1 };
+	struct schedule_decision d;
+	struct sched_report_item v;
+	struct sched_job *job;
+	char u[ID_LEN + 65], r[ID_LEN + 65], r2[ID_LEN + 65];
+	char g[ID_LEN + 65];
+	int64_t now = clock_wall_ms();
+
+	push(s, "unsure", now, 0, NULL, u);
+	push(s, "recalled", now, 0, NULL, r);
+	push(s, "forgotten", now, 0, NULL, g);
+	kick_wait(s);
+
+	/* Recalled: its schedule, <0,2m>, decides. */
+	job = reserve_id(s, "recalled", r);
+	assert_int_equal(sched_report(s, T_TENANT, r, job->token, &nack, NULL,
+	    &d), SCHED_OK);
+	assert_int_equal(d.verdict, SCHEDULE_RETRY);
+	assert_int_equal(d.next_ms, now + 120000);
+	sched_job_free(job);
+	assert_int_equal(state_of(s, r), SCHED_RETRYING);
+	assert_int_equal(__atomic_load_n(&f->rec.nrecall, __ATOMIC_RELAXED),
+	    1);
+
+	/* The journal has no such topic: gone, dead. */
+	job = reserve_id(s, "forgotten", g);
+	assert_int_equal(sched_report(s, T_TENANT, g, job->token, &nack, NULL,
+	    &d), SCHED_OK);
+	assert_int_equal(d.verdict, SCHEDULE_DEAD);
+	sched_job_free(job);
+	assert_int_equal(state_of(s, g), SCHED_DEAD);
+
+	/* Neither can tell: not applied, alone or in a batch. */
+	job = reserve_id(s, "unsure", u);
+	assert_int_equal(sched_report(s, T_TENANT, u, job->token, &nack, NULL,
+	    &d), SCHED_EAGAIN);
+	assert_int_equal(state_of(s, u), SCHED_IN_FLIGHT);
+	memset(&v, 0, sizeof(v));
+	v.tenant = T_TENANT;
+	v.id = u;
+	v.token = job->token;
+	v.outcome = nack;
+	v.job = job;	/* as the reporter gives it: not read again */
+	sched_report_many(s, &v, 1);
+	assert_int_equal(v.err, SCHED_EAGAIN);
+	v.job = NULL;	/* read from Redis */
+	sched_report_many(s, &v, 1);
+	assert_int_equal(v.err, SCHED_EAGAIN);
+	sched_job_free(job);
+	assert_int_equal(state_of(s, u), SCHED_IN_FLIGHT);
+
+	/*
+	 * Deadlines pass (ttr 1 s).  The timer asks no recall: a recalled
+	 * topic's job waits too.  Held, not dead, until topic_info() tells.
+	 */
+	push(s, "recalled", now, 0, NULL, r2);
+	kick_wait(s);
+	job = reserve_id(s, "recalled", r2);
+	sched_job_free(job);
+	clock_advance_ms(1001);
+	kick_wait(s);
+	kick_wait(s);
+	assert_int_equal(state_of(s, u), SCHED_IN_FLIGHT);
+	assert_int_equal(state_of(s, r2), SCHED_IN_FLIGHT);
+	assert_int_equal(__atomic_load_n(&f->rec.nrecall, __ATOMIC_RELAXED),
+	    5);
+	__atomic_store_n(&f->rec.unsure_known, 1, __ATOMIC_RELAXED);
+	clock_advance_ms(250);
+	kick_wait(s);
+	kick_wait(s);
+	/* Decided by the expired deadline, on the schedule <0,1m>. */
+	assert_int_equal(sched_get(s, T_TENANT, u, &job), SCHED_OK);
+	assert_int_equal(job->state, SCHED_RETRYING);
+	assert_int_equal(job->attempts, 1);
+	assert_int_equal(job->due_ms, clock_wall_ms() + 60000);
+	sched_job_free(job);
+	assert_int_equal(state_of(s, r2), SCHED_IN_FLIGHT);
+}
+
 static void
 test_nack_dead_retry_redrive(void **state)
 {
@@ -2064,8 +2169,10 @@ test_restore_lock(void **state)
  * topic Redis no longer has gets the last one known, so a failed attempt
  * follows the topic's schedule instead of killing the job as if the topic
  * were deleted; the API's lookup misses (503 rebuilding) and does not
- * replace what the scheduler is served.  With nothing owed, a topic Redis
- * lacks is gone for both.
+ * replace what the scheduler is served.  With nothing cached, the
+ * scheduler is told the topic cannot be read now (-2) until a recall (the
+ * journal's record) is cached.  With nothing owed, a topic Redis lacks is
+ * gone for both.
  */
 static void
 test_topic_info_while_owed(void **state)
@@ -2074,6 +2181,7 @@ test_topic_info_while_owed(void **state)
 	struct registry_topic *t, *got = NULL;
 	struct sched_topic_info info;
 	char why[256], key[REG_API_KEY_LEN + 1], kid[REG_KEY_ID_MAX + 1];
+	char *json;
 	int created;
 
 	(void)state;
@@ -2105,6 +2213,29 @@ test_topic_info_while_owed(void **state)
 	assert_int_equal(info.schedule.wait_ms[1], 120000);
 	assert_int_equal(registry_topic_get(reg, "acme", "q", &got),
 	    REG_ENOTFOUND);
+
+	/*
+	 * Nothing cached (another instance, or a reload): the scheduler is
+	 * told the topic cannot be read now, not that it is gone.  Recalled
+	 * from its stored form (the journal's), it is served from then on.
+	 */
+	registry_flush_cache(reg);
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), -2);
+	json = registry_topic_json(t);
+	assert_int_equal(registry_topic_recall(reg, "acme", "q", "{", T0,
+	    &info), -1);
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), -2);
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(registry_topic_recall(reg, "acme", "q", json, T0,
+	    &info), 0);
+	assert_int_equal(info.schedule.n, 3);
+	assert_int_equal(info.schedule.wait_ms[2], 600000);
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
+	assert_int_equal(info.schedule.wait_ms[1], 120000);
+	assert_int_equal(registry_topic_get(reg, "acme", "q", &got),
+	    REG_ENOTFOUND);
+	free(json);
 
 	/* Rebuilt (the marker back) without it: the topic is gone. */
 	freeReplyObject(redisfix_cmd(&test_redis, "SET rd:schema 1"));
@@ -3015,6 +3146,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_stale_ack_and_expiry,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nack_dead_retry_redrive,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_outcome_topic_unsure,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions, setup,
 		    teardown),

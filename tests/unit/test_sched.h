@@ -56,6 +56,10 @@ struct trec {
 	int			 mark_on_lost;
 	int			 no_transition;	/* instances without the hook */
 	int64_t			 max_late_ms;	/* delivery after due */
+	/* topic_info() knows topic "unsure" (else it cannot tell); the
+	   topic_recall() calls (atomics) */
+	int			 unsure_known;
+	int			 nrecall;
 	/* The last change the journal would record (not to ready or
 	   in flight): its job, state and version. */
 	char			 jid[ID_LEN + 65];

@@ -64,10 +64,10 @@ static int
 topic_info(const char *tenant, const char *topic, struct sched_topic_info *out,
     void *arg)
 {
+	struct tinst *ti = arg;
 	const char *sched = NULL;
 
 	(void)tenant;
-	(void)arg;
 	memset(out, 0, sizeof(*out));
 	out->max_in_flight = 100;
 	out->timeout_ms = 1000;
@@ -82,9 +82,37 @@ topic_info(const char *tenant, const char *topic, struct sched_topic_info *out,
 		sched = "<0>";
 	} else if (strcmp(topic, "other") == 0) {
 		sched = "<0,0>";
+	} else if (strcmp(topic, "unsure") == 0 &&
+	    __atomic_load_n(&ti->rec->unsure_known, __ATOMIC_RELAXED)) {
+		sched = "<0,1m>";
+	} else if (strcmp(topic, "unsure") == 0 ||
+	    strcmp(topic, "recalled") == 0 ||
+	    strcmp(topic, "forgotten") == 0) {
+		return -2;	/* cannot tell now: ask topic_recall */
 	} else {
 		return -1;
 	}
+	return schedule_parse(sched, strlen(sched), 0, &out->schedule, NULL);
+}
+
+/* What the journal would say of the topics topic_info() cannot tell of. */
+static int
+topic_recall(const char *tenant, const char *topic,
+    struct sched_topic_info *out, void *arg)
+{
+	struct tinst *ti = arg;
+	const char *sched = "<0,2m>";
+
+	(void)tenant;
+	memset(out, 0, sizeof(*out));
+	__atomic_add_fetch(&ti->rec->nrecall, 1, __ATOMIC_RELAXED);
+	if (strcmp(topic, "forgotten") == 0)
+		return -1;
+	if (strcmp(topic, "recalled") != 0)
+		return -2;
+	out->max_in_flight = 100;
+	out->timeout_ms = 1000;
+	out->ttr_ms = 1000;
 	return schedule_parse(sched, strlen(sched), 0, &out->schedule, NULL);
 }
 
@@ -433,6 +461,7 @@ tinst_new(struct trec *r, const char *name, int fake, int64_t lease_ms,
 	cfg.fake_clock = fake;
 	memset(&h, 0, sizeof(h));
 	h.topic_info = topic_info;
+	h.topic_recall = topic_recall;
 	h.capacity = capacity;
 	h.tenant_capacity = tenant_capacity;
 	h.deliver = deliver;
