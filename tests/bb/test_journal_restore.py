@@ -222,6 +222,33 @@ def reload_twice(d, mark):
             "configuration reloaded") >= n, 10, "reload %d" % n)
 
 
+def held_in_window(d, r, rcv):
+    """A job of a topic with the schedule <0,1m> (callback timeout 60 s,
+    longer than any test waits) in flight, its answer held by rcv, then
+    Redis owed its rebuild without the topic (lose_topics) and d's cache
+    dropped (reload_twice): (key, topic, job id, log mark before the
+    loss)."""
+    L.ready(d)
+    name, key = L.tenant(d)
+    q = hook_topic(d, key, rcv, retry_schedule="<0,1m>", timeout_ms=60000)
+    jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                         {"body": "x", "delay_ms": 0}, key=key), 201)["id"]
+    rcv.wait_count(1)
+    mark = d.log_mark()
+    lose_topics(r, name)
+    reload_twice(d, mark)
+    return key, q, jid, mark
+
+
+def retry_delivered(d, rcv, key, jid):
+    """The clock moved to the job's retry: delivered by the second
+    request."""
+    L.advance(d, 60000)
+    rcv.wait_count(2)
+    harness.wait_for(lambda: L.redis_job(d, key, jid)["state"] ==
+                     "delivered", 10, "the retry delivered")
+
+
 def case_recall(drv):
     """An attempt fails while Redis is owed its rebuild and lacks the
     topic, and the instance has it no longer cached (a reload dropped its
@@ -232,16 +259,7 @@ def case_recall(drv):
     with harness.RedisServer() as r, \
             harness.Receiver(script="hold=500,200") as rcv, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
-        L.ready(d)
-        name, key = L.tenant(d)
-        q = hook_topic(d, key, rcv, retry_schedule="<0,1m>")
-        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
-                             {"body": "x", "delay_ms": 0}, key=key),
-                   201)["id"]
-        rcv.wait_count(1)           # in flight, its answer held
-        mark = d.log_mark()
-        lose_topics(r, name)
-        reload_twice(d, mark)
+        key, q, jid, mark = held_in_window(d, r, rcv)
         rcv.release()
         d.wait_log(r"topic=%s .*the topic read from the journal" % q,
                    since=mark)
@@ -251,10 +269,7 @@ def case_recall(drv):
         job = L.redis_job(d, key, jid)
         assert job["state"] == "retrying" and \
             job["attempt_count"] == 1, job
-        L.advance(d, 60000)
-        rcv.wait_count(2)
-        harness.wait_for(lambda: L.redis_job(d, key, jid)["state"] ==
-                         "delivered", 10, "the retry delivered")
+        retry_delivered(d, rcv, key, jid)
 
 
 def case_held(drv):
@@ -267,18 +282,8 @@ def case_held(drv):
     with harness.RedisServer() as r, \
             harness.Receiver(script="hold=500,200") as rcv, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
-        L.ready(d)
-        name, key = L.tenant(d)
-        q = hook_topic(d, key, rcv, retry_schedule="<0,1m>",
-                       timeout_ms=2000)
-        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
-                             {"body": "x", "delay_ms": 0}, key=key),
-                   201)["id"]
-        rcv.wait_count(1)           # in flight, never answered in time
-        mark = d.log_mark()
-        lose_topics(r, name)
-        reload_twice(d, mark)
-        L.advance(d, 10000)         # its deadline passed
+        key, q, jid, mark = held_in_window(d, r, rcv)
+        L.advance(d, 66000)         # its deadline (+5 s) passed
         d.wait_log(r"job=%s .*cannot be decided" % jid, since=mark)
         r.cmd("DEL", "rd:{registry}:restore_lock")
         L.wait_restore(d, mark)
@@ -288,10 +293,7 @@ def case_held(drv):
         job = L.redis_job(d, key, jid)
         assert job["attempt_count"] == 1, job
         rcv.release()               # the late 500 is a stale outcome
-        L.advance(d, 60000)
-        rcv.wait_count(2)
-        harness.wait_for(lambda: L.redis_job(d, key, jid)["state"] ==
-                         "delivered", 10, "the retry delivered")
+        retry_delivered(d, rcv, key, jid)
 
 
 def case_dead_rebuilder(drv):
