@@ -98,7 +98,7 @@ restore_new(const struct restore_config *cfg)
 }
 
 void
-restore_free(struct restore *r)
+restore_stop(struct restore *r)
 {
 	if (r == NULL)
 		return;
@@ -108,6 +108,15 @@ restore_free(struct restore *r)
 	pthread_mutex_unlock(&r->lock);
 	if (r->started)
 		pthread_join(r->thread, NULL);
+	r->started = 0;
+}
+
+void
+restore_free(struct restore *r)
+{
+	if (r == NULL)
+		return;
+	restore_stop(r);
 	pthread_cond_destroy(&r->cond);
 	pthread_mutex_destroy(&r->lock);
 	free(r);

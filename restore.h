@@ -39,8 +39,14 @@ struct restore_counts {
 };
 
 struct restore *restore_new(const struct restore_config *cfg);
-/* Stops the worker (a rebuild in progress stops between two jobs and is
- * finished by the next start or another instance).  Accepts NULL. */
+/*
+ * Stops the worker (a rebuild in progress stops between two jobs and is
+ * finished by the next start or another instance); requests after it are
+ * taken and never acted on, so the scheduler's hooks may still make them.
+ * Accepts NULL.
+ */
+void	restore_stop(struct restore *r);
+/* restore_stop(), then frees.  Accepts NULL. */
 void	restore_free(struct restore *r);
 
 /*

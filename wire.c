@@ -815,9 +815,11 @@ wire_stop(struct wire *w, int64_t grace_ms)
 	api_server_stop(w->http);
 	api_pull_stop();
 	api_push_stop();
-	restore_free(w->restore);	/* a rebuild in progress stops */
+	restore_stop(w->restore);	/* a rebuild in progress stops */
 	report_free(w->rep);
 	sched_stop(w->sched);
+	/* After the timer, whose redis_lost hook may still ask for one. */
+	restore_free(w->restore);
 	api_obs_stop();		/* writes the last chart numbers */
 	disp_free(w->disp);
 	sched_free(w->sched);
