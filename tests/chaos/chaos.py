@@ -3,7 +3,8 @@
 every job they accepted.
 
     tests/chaos/chaos.py [--seconds 90] [--instances 3] [--seed N]
-                         [--faults kill,term,cut,flush,redis] [--rate 100]
+                         [--faults kill,term,cut,reload,flush,redis]
+                         [--rate 100]
                          [--journal mysql|sqlite] [--settle 120]
 
 Not part of `make check`: it runs on the real clock for minutes, and what it
@@ -26,9 +27,10 @@ stop too:
 - the fault thread, every 2-5 s: kill -9 an instance and start it again,
   stop one with SIGTERM and start it again, cut one off (Redis holds
   writes a moment, `CLIENT PAUSE WRITE`, so pushes committed to the
-  journal wait for Redis, and the instance is killed meanwhile), FLUSHALL
-  Redis (every key lost: the instances must rebuild it from the journal),
-  or restart Redis empty.
+  journal wait for Redis, and the instance is killed meanwhile), reload
+  one (SIGHUP: its registry cache is dropped), FLUSHALL Redis (every key
+  lost: the instances must rebuild it from the journal), or restart Redis
+  empty.
 
 Then the load stops, every instance runs, and it waits for every accepted
 job to finish.  It fails (exit 1) when a job answered 2xx was lost
@@ -383,6 +385,15 @@ def faults(stack, stop, seed, kinds):
             time.sleep(rnd.uniform(0.2, 1.5))
             stack.start(i)
             say("instance %d started again", i)
+        elif k == "reload":
+            # SIGHUP drops the instance's registry cache: after a flush it
+            # must not take a topic Redis lacks for the moment as gone.
+            with stack.lock:
+                if not stack.up:
+                    continue
+                i = rnd.choice(stack.up)
+            stack.inst[i].signal(signal.SIGHUP)
+            say("fault: reload instance %d", i)
         elif k == "flush":
             stack.redis.cmd("FLUSHALL")
             say("fault: FLUSHALL")
@@ -399,7 +410,7 @@ def main():
                     default="mysql",
                     help="sqlite: one instance, the default deployment")
     ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--faults", default="kill,term,cut,flush,redis",
+    ap.add_argument("--faults", default="kill,term,cut,reload,flush,redis",
                     help="kinds of fault to pick from (none: no fault)")
     ap.add_argument("--rate", type=float, default=100,
                     help="pushes a second per pusher (4 pushers)")
@@ -408,9 +419,10 @@ def main():
     o = ap.parse_args()
     kinds = o.faults.split(",")
     for k in kinds:
-        if k not in ("kill", "term", "cut", "flush", "redis", "none"):
-            ap.error("--faults: %s is not one of kill, term, flush, redis, "
-                     "none" % k)
+        if k not in ("kill", "term", "cut", "reload", "flush", "redis",
+                     "none"):
+            ap.error("--faults: %s is not one of kill, term, cut, reload, "
+                     "flush, redis, none" % k)
     say("seed %d", o.seed)
     if o.journal == "sqlite":
         o.instances = 1		# an SQLite journal is one instance's
