@@ -1348,8 +1348,14 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 		cache_put(reg, e, gen, 0);
 		return err;
 	}
+	/*
+	 * Redis unreachable: the last entry stands.  A miss it cached before
+	 * is old news for the scheduler (the topic may have been made since):
+	 * it cannot be told now, not gone.
+	 */
 	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err, NULL))
-		return err;
+		return w->info != NULL && err == REG_ENOTFOUND ? REG_EUNAVAIL :
+		    err;
 	return err;
 }
 

@@ -218,7 +218,8 @@ enum reg_err registry_topic_delete(struct registry *reg, const char *tenant,
 /*
  * The scheduler's topic_info hook: 0 and *out filled; -1 when the topic is
  * gone (Redis has none and owes no rebuild); -2 when it cannot be told now
- * (Redis unreachable, or owed a rebuild, and nothing cached).
+ * (Redis unreachable, or owed a rebuild, and no topic cached: a miss
+ * cached before does not count).
  */
 int	registry_topic_info(struct registry *reg, const char *tenant,
 	    const char *topic, struct sched_topic_info *out);

@@ -2245,6 +2245,54 @@ test_topic_info_while_owed(void **state)
 	registry_free(reg);
 }
 
+/*
+ * Redis unreachable: a topic the registry cached as missing before is not
+ * gone for the scheduler (it may have been made since on another
+ * instance), only not readable now; a topic it cached as found stands.
+ */
+static void
+test_topic_info_unreachable(void **state)
+{
+	struct redisfix r2;
+	struct registry *reg;
+	struct registry_topic *t, *got = NULL;
+	struct sched_topic_info info;
+	char why[256], key[REG_API_KEY_LEN + 1], kid[REG_KEY_ID_MAX + 1];
+	int created;
+
+	(void)state;
+	memset(&r2, 0, sizeof(r2));
+	assert_int_equal(redisfix_start(&r2), 0);
+	freeReplyObject(redisfix_cmd(&r2, "SET rd:schema 1"));
+	reg = registry_new(r2.url, 500, 0, why, sizeof(why));
+	assert_non_null(reg);
+	assert_int_equal(registry_tenant_create(reg, "acme", 0, 0, T0, key,
+	    kid), REG_OK);
+	t = registry_topic_new();
+	snprintf(t->tenant, sizeof(t->tenant), "acme");
+	snprintf(t->name, sizeof(t->name), "q");
+	t->mode = REG_MODE_PULL;
+	assert_int_equal(schedule_parse("<0,2m>", 6, 0, &t->schedule, NULL),
+	    0);
+	assert_int_equal(registry_topic_new_secret(t), 0);
+	assert_int_equal(registry_topic_put(reg, t, T0, &created), REG_OK);
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
+	assert_int_equal(registry_topic_info(reg, "acme", "later", &info),
+	    -1);
+
+	redisfix_stop(&r2);
+	registry_cache_expire(reg);
+	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
+	assert_int_equal(info.schedule.wait_ms[1], 120000);
+	assert_int_equal(registry_topic_info(reg, "acme", "later", &info),
+	    -2);
+	/* The API's lookup still answers the miss it has. */
+	assert_int_equal(registry_topic_get(reg, "acme", "later", &got),
+	    REG_ENOTFOUND);
+	registry_topic_free(t);
+	registry_free(reg);
+}
+
 static void
 test_retention_purge(void **state)
 {
@@ -3137,6 +3185,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_restore_lock, setup,
 		    teardown),
 		cmocka_unit_test(test_topic_info_while_owed),
+		cmocka_unit_test(test_topic_info_unreachable),
 		cmocka_unit_test_setup_teardown(test_batch_max, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_push_many_bounded, setup,
