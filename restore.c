@@ -318,6 +318,8 @@ job_cb(const struct jrnl_job *jj, void *arg)
 		log_obj(LOG_LVL_WARN, &lo, "restore: refused: %s; skipped",
 		    sched_strerror(e));
 		jc->c->failed++;
+	} else if (created == -1) {
+		jc->c->superseded++;	/* logged there */
 	} else if (created) {
 		jc->c->restored++;
 	} else
@@ -430,7 +432,7 @@ rebuild(struct restore *r, struct restore_counts *c, char *why,
 	 * another loss still made what it made); what was found, per round. */
 	memset(c, 0, sizeof(*c));
 	for (;;) {
-		c->present = c->failed = 0;
+		c->present = c->failed = c->superseded = 0;
 		if (stopping(r)) {
 			snprintf(why, whylen, "stopping");
 			return -1;
@@ -480,9 +482,10 @@ rebuild(struct restore *r, struct restore_counts *c, char *why,
 			log_info("restore: done in %" PRId64 " ms: %" PRId64
 			    " tenants, %" PRId64 " keys, %" PRId64 " topics, "
 			    "%" PRId64 " jobs restored; %" PRId64 " jobs "
-			    "present, %" PRId64 " refused",
-			    (clock_mono_us() - t0) / 1000, c->tenants, c->keys,
-			    c->topics, c->restored, c->present, c->failed);
+			    "present, %" PRId64 " refused, %" PRId64
+			    " superseded", (clock_mono_us() - t0) / 1000,
+			    c->tenants, c->keys, c->topics, c->restored,
+			    c->present, c->failed, c->superseded);
 			return 0;
 		}
 		if (rc == AGAIN) {
@@ -743,8 +746,9 @@ restore_recover(void)
 	}
 	printf("restored: %" PRId64 " tenants, %" PRId64 " keys, %" PRId64
 	    " topics, %" PRId64 " jobs; present already: %" PRId64 " jobs; "
-	    "refused: %" PRId64 " jobs\n", c.tenants, c.keys, c.topics,
-	    c.restored, c.present, c.failed);
+	    "refused: %" PRId64 " jobs; superseded: %" PRId64 " jobs\n",
+	    c.tenants, c.keys, c.topics, c.restored, c.present, c.failed,
+	    c.superseded);
 	code = 0;
 out:
 	restore_free(r);

@@ -36,6 +36,8 @@ struct restore_counts {
 	int64_t	restored;		/* jobs re-created */
 	int64_t	present;		/* jobs Redis had already */
 	int64_t	failed;			/* jobs Redis refused (logged) */
+	int64_t	superseded;		/* not made: another unfinished job
+					   of the topic has the bizkey */
 };
 
 struct restore *restore_new(const struct restore_config *cfg);

@@ -705,6 +705,8 @@ api_cut_off(struct api_ctx *ctx, struct sched *s, const char *tenant,
 		    sched_strerror((enum sched_err)ca.err));
 		return API_CUT_UNSETTLED;
 	}
+	if (ca.made == -1)
+		return API_CUT_NO;	/* not made: its bizkey's job stands */
 	if (ca.made)
 		log_warnx("api: %s of %s/%s: journaled at %" PRId64 " ms and "
 		    "never made in Redis (its push was cut off); made now from "
@@ -769,6 +771,7 @@ int
 api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
     int *created)
 {
+	struct log_obj lo = { jj->tenant, jj->topic, jj->id, jj->attempts };
 	struct sched_job job;
 	int st;
 
@@ -800,5 +803,11 @@ api_restore_journal_job(struct sched *s, const struct jrnl_job *jj,
 	job.headers_json = (char *)(uintptr_t)jj->headers_json;
 	job.schedule = (char *)(uintptr_t)jj->schedule;
 	job.ttr_ms = jj->ttr_ms;
-	return (int)sched_restore_job(s, &job, created);
+	if ((st = (int)sched_restore_job(s, &job, created)) == SCHED_OK &&
+	    *created == -1)
+		log_obj(LOG_LVL_INFO, &lo, "restore: not made: the topic has "
+		    "another unfinished job with its bizkey %s (one per "
+		    "bizkey: that one stands); cancelled in the journal",
+		    jj->bizkey);
+	return st;
 }

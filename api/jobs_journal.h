@@ -105,7 +105,8 @@ struct jrnl_job;
 struct sched;
 /*
  * Put one job as the journal holds it back into Redis (sched_restore_job:
- * nothing if the id is there already; *created says which).  The one
+ * nothing if the id is there already; *created says which, -1 for a job
+ * not made because its bizkey names another unfinished job, logged).  The one
  * conversion from a journal row to a job, for the restore routes and the
  * automatic restore.  SCHED_EINVAL for an id too long to be a job's.
  */

@@ -164,7 +164,7 @@ struct restore_ctx {
 	struct sched	*sched;
 	int		 expired;	/* also jobs whose due time passed */
 	int64_t		 now_ms;
-	int64_t		 restored, present, skipped, failed;
+	int64_t		 restored, present, skipped, failed, superseded;
 	char		 last_tenant[REG_TENANT_MAX + 1];
 	char		 last_id[API_JOB_ID_BUF];
 	size_t		 seen;
@@ -193,7 +193,9 @@ restore_one(const struct jrnl_job *jj, void *arg)
 		log_obj(LOG_LVL_WARN, &lo, "restore: refused: %s; skipped",
 		    sched_strerror(e));
 		rc->failed++;
-	} else if (created)
+	} else if (created == -1)
+		rc->superseded++;	/* logged there */
+	else if (created)
 		rc->restored++;
 	else
 		rc->present++;
@@ -212,6 +214,8 @@ restore_json(const struct restore_ctx *rc)
 	json_object_object_add(o, "skipped",
 	    json_object_new_int64(rc->skipped));
 	json_object_object_add(o, "failed", json_object_new_int64(rc->failed));
+	json_object_object_add(o, "superseded",
+	    json_object_new_int64(rc->superseded));
 	return o;
 }
 
@@ -296,9 +300,10 @@ restore_all_work(struct api_defer *dd)
 		sc.after_id = rc.last_id;
 	}
 	log_info("api: restore%s%s: %lld restored, %lld present, %lld "
-	    "skipped, %lld failed", tenant ? " of " : "", tenant ? tenant : "",
-	    (long long)rc.restored, (long long)rc.present,
-	    (long long)rc.skipped, (long long)rc.failed);
+	    "skipped, %lld failed, %lld superseded", tenant ? " of " : "",
+	    tenant ? tenant : "", (long long)rc.restored,
+	    (long long)rc.present, (long long)rc.skipped,
+	    (long long)rc.failed, (long long)rc.superseded);
 	rw->d.reply = restore_json(&rc);
 }
 

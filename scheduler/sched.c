@@ -2013,6 +2013,9 @@ sched_restore_job(struct sched *s, const struct sched_job *job, int *created)
 	if ((c = take(s, 0, &e)) == NULL)
 		goto out;
 	e = sched_st_restore(s, c, &copy, rec.data, rec.len, created, &broken);
+	/* Not made: the journal's row ends, as a cancel ends a job. */
+	if (e == SCHED_OK && *created == -1)
+		sched_transition(s, &copy, copy.state, SCHED_CANCELLED, NULL);
 	if (e == SCHED_OK && !broken)
 		register_tenant(s, c, copy.tenant, &broken);
 	give(s, c, broken);

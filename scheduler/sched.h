@@ -381,7 +381,13 @@ enum sched_err sched_counts(struct sched *s, const char *tenant,
 
 /*
  * Restore: put job (as the journal holds it) back into Redis unless a job
- * with that id is there already; *created says which.  Idempotent.
+ * with that id is there already; *created says which (1 made, 0 there).
+ * Idempotent.  An unfinished job whose bizkey names another unfinished job
+ * of its topic in Redis is not made (*created -1): a topic holds one
+ * unfinished job per bizkey, and the one Redis has (pushed while Redis
+ * lacked this one, or made first by the same rebuild) stands; the change
+ * to cancelled is reported (hooks.transition), so the journal's row ends
+ * and no later rebuild makes it.
  */
 enum sched_err sched_restore_job(struct sched *s, const struct sched_job *job,
 	    int *created);

@@ -1002,7 +1002,7 @@ sched_st_restore(struct sched *s, redisContext *c, const struct sched_job *job,
 	if (el_int(r, 0, &code) == -1)
 		e = SCHED_EINTERNAL;
 	else
-		*created = code == 1;
+		*created = code == 1 ? 1 : code == 2 ? -1 : 0;
 	freeReplyObject(r);
 	return e;
 }

@@ -4,13 +4,24 @@
 --       5 ready topics, 6 dead of the topic, 7 finished, 8 counts,
 --       9 bizkeys
 -- ARGV: 1 now, 2 id key, 3 record (never in flight), 4 tag
--- Returns {1} when restored, {0} when the job was there.
+-- Returns {1} when restored, {0} when the job was there, {2} when it is
+-- not made because its bizkey names another unfinished job of its topic
+-- (a topic holds one unfinished job per bizkey: the one Redis has wins).
 local now = now_ms()
 local idk, rec, tag = ARGV[2], ARGV[3], ARGV[4]
 if redis.call('HEXISTS', KEYS[1], idk) == 1 then
 	return {0}
 end
 local j = dec(rec)
+if j.biz and unfinished(j.state) then
+	local ex = redis.call('HGET', KEYS[9], j.topic .. ':' .. j.biz)
+	if ex and ex ~= idk then
+		local er = redis.call('HGET', KEYS[1], ex)
+		if er and unfinished(dec(er).state) then
+			return {2}
+		end
+	end
+end
 redis.call('HSET', KEYS[1], idk, rec)
 if j.state == S_SCHEDULED or j.state == S_RETRYING then
 	redis.call('ZADD', KEYS[2], n2s(j.due), idk)
@@ -26,7 +37,7 @@ else
 	redis.call('ZADD', KEYS[7], n2s(now), idk)
 end
 if j.biz and unfinished(j.state) then
-	redis.call('HSETNX', KEYS[9], j.topic .. ':' .. j.biz, idk)
+	redis.call('HSET', KEYS[9], j.topic .. ':' .. j.biz, idk)
 end
 count(KEYS[8], j.topic, j.state, 1)
 return {1}

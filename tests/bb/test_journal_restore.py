@@ -296,6 +296,52 @@ def case_held(drv):
         retry_delivered(d, rcv, key, jid)
 
 
+def case_bizkey(drv):
+    """A topic holds one unfinished job per bizkey, also across a restore:
+    Redis loses a tenant's jobs (its other keys kept), the bizkey is pushed
+    again meanwhile (Redis lacks the first job, so a second is made), and
+    the restore route does not make the first: it is cancelled in the
+    journal and logged, the second stands, one delivery in all.  A rebuild
+    after FLUSHALL does not bring the first back either."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, harness.Receiver() as rcv, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = hook_topic(d, key, rcv)
+
+        def push(body):
+            return L.ok(d.request("POST", "/v1/topics/%s/jobs" % q, {
+                "body": body, "delay_ms": L.HOUR, "bizkey": "order-42"},
+                key=key), 201)["id"]
+        first = push("first")
+        lost = r.cmd("KEYS", "rd:{%s:*" % name)
+        assert lost and r.cmd("DEL", *lost) == len(lost)
+        second = push("second")
+        assert second != first
+        mark = d.log_mark()
+        b = L.ok(d.request("POST", "/v1/restore", key=key), 200)
+        assert (b["restored"], b["present"], b["superseded"]) == \
+            (0, 1, 1), b
+        d.wait_log(r"job=%s restore: not made: .* bizkey order-42" % first,
+                   since=mark)
+        harness.wait_for(lambda: d.request("GET", "/v1/jobs/" + first,
+                                           key=key)[2].get("state") ==
+                         "cancelled", 10, "the first cancelled")
+        L.advance(d, 2 * L.HOUR)
+        rcv.wait_count(1)
+        assert L.delivered_ids(rcv) == [second], L.delivered_ids(rcv)
+        harness.wait_for(lambda: L.redis_job(d, key, second)["state"] ==
+                         "delivered", 10, "the second delivered")
+        c = L.counts(d, key, q)
+        assert c["delivered"] == 1 and sum(c.values()) == 1, c
+        _, _, _, restored, _ = L.lose_redis(d, r)
+        assert restored == 0, restored
+        c = L.counts(d, key, q)
+        assert sum(c.values()) == 0, c
+        assert L.delivered_ids(rcv) == [second], L.delivered_ids(rcv)
+
+
 def case_dead_rebuilder(drv):
     """A run that died rebuilding leaves the rebuild lock behind; the next
     run on its data_dir lets go of it and rebuilds at once, not when the
@@ -453,6 +499,8 @@ D.each("an attempt failing while the rebuild is owed, its topic not cached: "
        "retried on the journal's schedule, not dead", case_recall)
 D.each("a deadline passing while the rebuild is owed, the topic not "
        "cached: held in flight, then decided on the schedule", case_held)
+D.each("a bizkey pushed again while Redis lacked its job: the restore "
+       "keeps one job, the one Redis has", case_bizkey)
 D.each("a run that died rebuilding: the next on its data_dir lets go of its "
        "lock and rebuilds at once", case_dead_rebuilder)
 D.each("the restore route before the loss is seen: the full rebuild "

@@ -1746,6 +1746,65 @@ test_versions(void **state)
 	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_EINVAL);
 }
 
+/*
+ * A topic holds one unfinished job per bizkey, and a restore keeps to it:
+ * a journal row whose bizkey names another unfinished job in Redis (one
+ * pushed while Redis lacked the row's) is not made, and its change to
+ * cancelled is reported for the journal, at the version the row would
+ * have been restored with.  A job of that bizkey that is finished does
+ * not hold it.
+ */
+static void
+test_restore_bizkey_taken(void **state)
+{
+	struct fx *f = *state;
+	struct sched *s = f->ti->s;
+	struct sched_job j, *job;
+	char a[ID_LEN + 65], b[ID_LEN + 65], c[ID_LEN + 65];
+	int created = 0;
+
+	push(s, "pull", clock_wall_ms() + 60000, 0, "bk", a);
+	sched_new_id(s, "bk", b);
+	memset(&j, 0, sizeof(j));
+	snprintf(j.id, sizeof(j.id), "%s", b);
+	j.tenant = T_TENANT;
+	j.topic = "pull";
+	j.bizkey = "bk";
+	j.state = SCHED_SCHEDULED;
+	j.due_ms = clock_wall_ms();
+	j.created_ms = clock_wall_ms() - 5;
+	j.body = "old";
+	j.body_len = 3;
+	j.version = 65537;
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, -1);
+	assert_int_equal(sched_get(s, T_TENANT, b, &job), SCHED_ENOTFOUND);
+	expect_change(&f->rec, b, SCHED_CANCELLED, 65537);
+	/* Again: the same answer, nothing made. */
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, -1);
+
+	/* Another topic's bizkey of that name is not it. */
+	sched_new_id(s, "bk", c);
+	snprintf(j.id, sizeof(j.id), "%s", c);
+	j.topic = "other";
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, 1);
+
+	/* Its job finished, the bizkey is free: the row is made. */
+	assert_int_equal(sched_cancel(s, T_TENANT, a), SCHED_OK);
+	snprintf(j.id, sizeof(j.id), "%s", b);
+	j.topic = "pull";
+	assert_int_equal(sched_restore_job(s, &j, &created), SCHED_OK);
+	assert_int_equal(created, 1);
+	assert_int_equal(sched_get(s, T_TENANT, b, &job), SCHED_OK);
+	assert_int_equal(job->state, SCHED_SCHEDULED);
+	sched_job_free(job);
+	/* And now holds it: a push of the bizkey is that job. */
+	push(s, "pull", clock_wall_ms(), 0, "bk", c);
+	assert_string_equal(c, b);
+}
+
 static void
 test_push_mode_outcomes(void **state)
 {
@@ -3197,6 +3256,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_nack_dead_retry_redrive,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outcome_topic_unsure,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_bizkey_taken,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions, setup,
 		    teardown),
