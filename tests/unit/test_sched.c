@@ -2224,6 +2224,34 @@ test_restore_lock(void **state)
 }
 
 /*
+ * A registry on f's Redis (its schema marker set) with tenant "acme" and
+ * its pull topic "q" on schedule sched (*t: the topic as put).
+ */
+static struct registry *
+registry_with_topic(struct redisfix *f, const char *sched,
+    struct registry_topic **t)
+{
+	struct registry *reg;
+	char why[256], key[REG_API_KEY_LEN + 1], kid[REG_KEY_ID_MAX + 1];
+	int created;
+
+	freeReplyObject(redisfix_cmd(f, "SET rd:schema 1"));
+	reg = registry_new(f->url, 500, 0, why, sizeof(why));
+	assert_non_null(reg);
+	assert_int_equal(registry_tenant_create(reg, "acme", 0, 0, T0, key,
+	    kid), REG_OK);
+	*t = registry_topic_new();
+	snprintf((*t)->tenant, sizeof((*t)->tenant), "acme");
+	snprintf((*t)->name, sizeof((*t)->name), "q");
+	(*t)->mode = REG_MODE_PULL;
+	assert_int_equal(schedule_parse(sched, strlen(sched), 0,
+	    &(*t)->schedule, NULL), 0);
+	assert_int_equal(registry_topic_new_secret(*t), 0);
+	assert_int_equal(registry_topic_put(reg, *t, T0, &created), REG_OK);
+	return reg;
+}
+
+/*
  * Redis lost its data and is not rebuilt yet: the scheduler's lookup of a
  * topic Redis no longer has gets the last one known, so a failed attempt
  * follows the topic's schedule instead of killing the job as if the topic
@@ -2239,25 +2267,11 @@ test_topic_info_while_owed(void **state)
 	struct registry *reg;
 	struct registry_topic *t, *got = NULL;
 	struct sched_topic_info info;
-	char why[256], key[REG_API_KEY_LEN + 1], kid[REG_KEY_ID_MAX + 1];
 	char *json;
-	int created;
 
 	(void)state;
 	flush_redis(&test_redis);
-	freeReplyObject(redisfix_cmd(&test_redis, "SET rd:schema 1"));
-	reg = registry_new(test_redis.url, 2000, 0, why, sizeof(why));
-	assert_non_null(reg);
-	assert_int_equal(registry_tenant_create(reg, "acme", 0, 0, T0, key,
-	    kid), REG_OK);
-	t = registry_topic_new();
-	snprintf(t->tenant, sizeof(t->tenant), "acme");
-	snprintf(t->name, sizeof(t->name), "q");
-	t->mode = REG_MODE_PULL;
-	assert_int_equal(schedule_parse("<0,2m,10m>", 10, 0, &t->schedule,
-	    NULL), 0);
-	assert_int_equal(registry_topic_new_secret(t), 0);
-	assert_int_equal(registry_topic_put(reg, t, T0, &created), REG_OK);
+	reg = registry_with_topic(&test_redis, "<0,2m,10m>", &t);
 	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
 	assert_int_equal(info.schedule.n, 3);
 
@@ -2316,25 +2330,11 @@ test_topic_info_unreachable(void **state)
 	struct registry *reg;
 	struct registry_topic *t, *got = NULL;
 	struct sched_topic_info info;
-	char why[256], key[REG_API_KEY_LEN + 1], kid[REG_KEY_ID_MAX + 1];
-	int created;
 
 	(void)state;
 	memset(&r2, 0, sizeof(r2));
 	assert_int_equal(redisfix_start(&r2), 0);
-	freeReplyObject(redisfix_cmd(&r2, "SET rd:schema 1"));
-	reg = registry_new(r2.url, 500, 0, why, sizeof(why));
-	assert_non_null(reg);
-	assert_int_equal(registry_tenant_create(reg, "acme", 0, 0, T0, key,
-	    kid), REG_OK);
-	t = registry_topic_new();
-	snprintf(t->tenant, sizeof(t->tenant), "acme");
-	snprintf(t->name, sizeof(t->name), "q");
-	t->mode = REG_MODE_PULL;
-	assert_int_equal(schedule_parse("<0,2m>", 6, 0, &t->schedule, NULL),
-	    0);
-	assert_int_equal(registry_topic_new_secret(t), 0);
-	assert_int_equal(registry_topic_put(reg, t, T0, &created), REG_OK);
+	reg = registry_with_topic(&r2, "<0,2m>", &t);
 	assert_int_equal(registry_topic_info(reg, "acme", "q", &info), 0);
 	assert_int_equal(registry_topic_info(reg, "acme", "later", &info),
 	    -1);
