@@ -1326,18 +1326,14 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 	 * unreachable, so the attempt is decided by its schedule, not the job
 	 * killed as if its topic had been deleted (a deletion drops the
 	 * entry: nothing stale is left to serve).  With nothing known, the
-	 * scheduler is told the topic cannot be read now (REG_EUNAVAIL), not
-	 * that it is gone.  The API's lookups miss: they answer 503
-	 * rebuilding.
+	 * scheduler is told the topic cannot be read now, not that it is
+	 * gone.  The API's lookups miss: they answer 503 rebuilding.
 	 */
 	if (err == REG_ENOTFOUND && rebuild_owed_now(reg)) {
 		if (w->info == NULL)
 			return REG_ENOTFOUND;
-		if (topic_cached(reg, key, 1, w, &err, NULL) && err == REG_OK)
-			return REG_OK;
-		return REG_EUNAVAIL;
-	}
-	if (err == REG_OK || err == REG_ENOTFOUND) {
+		err = REG_EUNAVAIL;	/* for the scheduler: as an outage */
+	} else if (err == REG_OK || err == REG_ENOTFOUND) {
 		if (t != NULL) {
 			t->refs = 1;	/* the cache's */
 			topic_answer(t, w);
@@ -1349,9 +1345,10 @@ topic_lookup(struct registry *reg, const char *tenant, const char *topic,
 		return err;
 	}
 	/*
-	 * Redis unreachable: the last entry stands.  A miss it cached before
-	 * is old news for the scheduler (the topic may have been made since):
-	 * it cannot be told now, not gone.
+	 * Redis unreachable (or, for the scheduler, owed its rebuild): the
+	 * last entry stands.  A miss it cached before is old news for the
+	 * scheduler (the topic may have been made since): it cannot be told
+	 * now, not gone.
 	 */
 	if (err == REG_EUNAVAIL && topic_cached(reg, key, 1, w, &err, NULL))
 		return w->info != NULL && err == REG_ENOTFOUND ? REG_EUNAVAIL :
