@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +186,11 @@ registry_topic_dup(const struct registry_topic *src)
 	struct registry_topic *t = registry_topic_new();
 	size_t i;
 
-	*t = *src;
-	t->refs = 0;
+	/*
+	 * Every member but refs, the last: a cached topic's count is
+	 * changed by other threads meanwhile, and the copy starts at 0.
+	 */
+	memcpy(t, src, offsetof(struct registry_topic, refs));
 	t->callback_url = src->callback_url ? xstrdup(src->callback_url) :
 	    NULL;
 	t->headers = NULL;

@@ -151,7 +151,10 @@ struct registry_topic {
 	struct retry_schedule schedule;
 	int64_t	 created_ms;
 	int64_t	 updated_ms;
-	/* The registry's own: references to a cached topic (0: not shared). */
+	/*
+	 * The registry's own: references to a cached topic (0: not shared).
+	 * Last: registry_topic_dup() copies what comes before it.
+	 */
 	int	 refs;
 };
 
