@@ -46,7 +46,8 @@ struct req_priv {
 	struct pending_header	 hdr[8];
 	int			 nhdr;
 	int			 started;	/* body complete, handler ran */
-	int			 parked;	/* api_suspend in this call */
+	int			 parked;	/* api_suspend in this call,
+						   not refused */
 	int			 refused;	/* ... while stopping: not, or
 						   the drain or the stop
 						   resumed it (REFUSED_*) */
@@ -1223,6 +1224,7 @@ suspend_req(struct api_req *req, int idle)
 	if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE) || (idle &&
 	    __atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST))) {
 		rp->refused = idle ? REFUSED_IDLE : REFUSED_BUSY;
+		rp->parked = 0;		/* not parked: refused */
 		pthread_mutex_unlock(&srv->lock);
 		return;
 	}
@@ -1424,7 +1426,12 @@ run_handler(struct api_server *srv, struct api_req *req)
 	rp->parked = 0;
 	rp->refused = 0;
 	req->route->fn(req);
-	if (!req->answered && rp->refused) {
+	/*
+	 * refused is read only when the handler did not park the request:
+	 * once parked, the drain or the stop may set it and resume the
+	 * request (under the lock), and its next call ends it (above).
+	 */
+	if (!req->answered && !rp->parked && rp->refused) {
 		end_refused(req);
 		return;
 	}
