@@ -91,12 +91,15 @@ def mkdtemp(prefix="retryd-bb-"):
     return d
 
 
-# A report of AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer
-# in a retryd's output (a build with --enable-asan/--enable-ubsan).  ASan
-# and UBSan stop the daemon, which a test may not notice (it may be
-# stopping it anyway); LeakSanitizer speaks only at exit, after the test.
+# A report of AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer
+# or ThreadSanitizer in a retryd's output (a build with --enable-asan,
+# --enable-ubsan or --enable-tsan).  ASan and UBSan stop the daemon, which
+# a test may not notice (it may be stopping it anyway); LeakSanitizer
+# speaks only at exit, after the test; ThreadSanitizer goes on, and its
+# exit status at the end says it spoke.
 _SANITIZER_RE = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|"
                            r"SUMMARY: UndefinedBehaviorSanitizer|"
+                           r"WARNING: ThreadSanitizer|"
                            r": runtime error: ")
 
 
