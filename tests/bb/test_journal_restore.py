@@ -296,6 +296,61 @@ def case_held(drv):
         retry_delivered(d, rcv, key, jid)
 
 
+def case_nack(drv):
+    """A pull job nacked while Redis is owed its rebuild and lacks the
+    topic, the instance's cache dropped: the nack reads the topic from the
+    journal and the job waits for its retry, not made dead.  With the
+    journal down as well (MariaDB stopped), nothing can tell the schedule:
+    the nack is answered 503 and changes nothing, and the same nack is
+    applied once the journal is back."""
+    url = D.url(drv)
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull", retry_schedule="<0,1m>")
+        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                             {"body": "x", "delay_ms": 0}, key=key),
+                   201)["id"]
+        j = L.ok(d.request("GET", "/v1/topics/%s/reserve?wait_ms=10000" % q,
+                           key=key, timeout=30), 200)
+        assert j["id"] == jid, j
+        mark = d.log_mark()
+        lose_topics(r, name)
+        reload_twice(d, mark)
+
+        def nack():
+            return d.request("POST", "/v1/jobs/%s/nack" % jid,
+                             {"token": j["token"]}, key=key, timeout=30)
+        if drv == "mysql":
+            D.db.stop()
+            try:
+                st, _, b = nack()
+                assert st == 503 and b["error"]["code"] == "unavailable", \
+                    (st, b)
+            finally:
+                D.db.start()
+            job = L.redis_job(d, key, jid)
+            assert job["state"] == "in_flight" and \
+                job["attempt_count"] == 0, job
+            d.wait_ready(timeout=30)
+        # A recall that failed is not tried again for a second: until
+        # then the nack is refused as above.
+        b = harness.wait_for(
+            lambda: (lambda x: None if x[0] == 503 and
+                     x[2]["error"]["code"] == "unavailable" else x)(nack()),
+            20, "the nack applied")
+        assert b[0] == 200 and b[2]["state"] == "retrying", b
+        d.wait_log(r"topic=%s .*the topic read from the journal" % q,
+                   since=mark)
+        r.cmd("DEL", "rd:{registry}:restore_lock")
+        L.wait_restore(d, mark)
+        assert "the topic is gone" not in d.log(mark)
+        job = L.redis_job(d, key, jid)
+        assert job["state"] == "retrying" and \
+            job["attempt_count"] == 1, job
+
+
 def case_bizkey(drv):
     """A topic holds one unfinished job per bizkey, also across a restore:
     Redis loses a tenant's jobs (its other keys kept), the bizkey is pushed
@@ -499,6 +554,9 @@ D.each("an attempt failing while the rebuild is owed, its topic not cached: "
        "retried on the journal's schedule, not dead", case_recall)
 D.each("a deadline passing while the rebuild is owed, the topic not "
        "cached: held in flight, then decided on the schedule", case_held)
+D.each("a pull job nacked while the rebuild is owed, its topic not cached: "
+       "retried on the journal's schedule; with the journal down too, 503 "
+       "and nothing changed", case_nack)
 D.each("a bizkey pushed again while Redis lacked its job: the restore "
        "keeps one job, the one Redis has", case_bizkey)
 D.each("a run that died rebuilding: the next on its data_dir lets go of its "
