@@ -335,8 +335,10 @@ hook_topic_recall(const char *tenant, const char *topic,
 	if (e == JRNL_ENOTFOUND)
 		return -1;
 	if (e != JRNL_OK) {
-		__atomic_store_n(&w->recall_off_us, now + RECALL_PAUSE_US,
-		    __ATOMIC_RELAXED);
+		/* From the failure's end: a hung database's read takes
+		 * longer than the pause. */
+		__atomic_store_n(&w->recall_off_us, clock_mono_us() +
+		    RECALL_PAUSE_US, __ATOMIC_RELAXED);
 		log_obj(LOG_LVL_WARN, &lo, "the topic cannot be read from the "
 		    "journal either: %s", jrnl_strerror(e));
 		return -2;

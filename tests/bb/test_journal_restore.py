@@ -351,6 +351,45 @@ def case_nack(drv):
             job["attempt_count"] == 1, job
 
 
+def case_nack_hung():
+    """As case_nack, with MariaDB hanging rather than down (its topics
+    table locked: the recall's read waits for its timeout): the first
+    nack is answered 503 once the read gives up, and the journal is not
+    asked again for a second after that, so the nack after it is
+    answered at once, not after another timeout."""
+    url = D.url("mysql")
+    with harness.RedisServer() as r, \
+            harness.Retryd(redis=r, config=L.config(url)) as d:
+        L.ready(d)
+        name, key = L.tenant(d)
+        q = L.topic(d, key, mode="pull", retry_schedule="<0,1m>")
+        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                             {"body": "x", "delay_ms": 0}, key=key),
+                   201)["id"]
+        j = L.ok(d.request("GET", "/v1/topics/%s/reserve?wait_ms=10000" % q,
+                           key=key, timeout=30), 200)
+        mark = d.log_mark()
+        lose_topics(r, name)
+        reload_twice(d, mark)
+        db = url.rsplit("/", 1)[1].split("?")[0]
+        holder = D.db.hold("LOCK TABLES %s.topics WRITE" % db)
+        try:
+            for _ in range(2):
+                st, _, b = d.request("POST", "/v1/jobs/%s/nack" % jid,
+                                     {"token": j["token"]}, key=key,
+                                     timeout=60)
+                assert st == 503 and b["error"]["code"] == "unavailable", \
+                    (st, b)
+        finally:
+            holder.kill()
+            holder.wait()
+        failed = d.log(mark).count("cannot be read from the journal either")
+        assert failed == 1, d.log(mark)
+        job = L.redis_job(d, key, jid)
+        assert job["state"] == "in_flight" and \
+            job["attempt_count"] == 0, job
+
+
 def case_bizkey(drv):
     """A topic holds one unfinished job per bizkey, also across a restore:
     Redis loses a tenant's jobs (its other keys kept), the bizkey is pushed
@@ -557,6 +596,13 @@ D.each("a deadline passing while the rebuild is owed, the topic not "
 D.each("a pull job nacked while the rebuild is owed, its topic not cached: "
        "retried on the journal's schedule; with the journal down too, 503 "
        "and nothing changed", case_nack)
+if "mysql" in D.names:
+    t.run("a pull job nacked while the rebuild is owed and the journal "
+          "hangs: one read waits for its timeout, the next nack does not "
+          "[mysql]", case_nack_hung)
+else:
+    t.run("a pull job nacked while the rebuild is owed and the journal "
+          "hangs [mysql]", harness.skip, "mariadbd is not installed")
 D.each("a bizkey pushed again while Redis lacked its job: the restore "
        "keeps one job, the one Redis has", case_bizkey)
 D.each("a run that died rebuilding: the next on its data_dir lets go of its "
