@@ -296,6 +296,30 @@ def case_held(drv):
         retry_delivered(d, rcv, key, jid)
 
 
+def reserved_in_window(d, r):
+    """A job of a pull topic with the schedule <0,1m> reserved, then Redis
+    owed its rebuild without the topic (lose_topics) and d's cache dropped
+    (reload_twice): (key, topic, job id, its nack with the reservation's
+    token, log mark before the loss)."""
+    L.ready(d)
+    name, key = L.tenant(d)
+    q = L.topic(d, key, mode="pull", retry_schedule="<0,1m>")
+    jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
+                         {"body": "x", "delay_ms": 0}, key=key), 201)["id"]
+    j = L.ok(d.request("GET", "/v1/topics/%s/reserve?wait_ms=10000" % q,
+                       key=key, timeout=30), 200)
+    assert j["id"] == jid, j
+    mark = d.log_mark()
+    lose_topics(r, name)
+    reload_twice(d, mark)
+
+    def nack():
+        # Long enough for a hung MariaDB's read timeout (case_nack_hung).
+        return d.request("POST", "/v1/jobs/%s/nack" % jid,
+                         {"token": j["token"]}, key=key, timeout=60)
+    return key, q, jid, nack, mark
+
+
 def case_nack(drv):
     """A pull job nacked while Redis is owed its rebuild and lacks the
     topic, the instance's cache dropped: the nack reads the topic from the
@@ -306,22 +330,7 @@ def case_nack(drv):
     url = D.url(drv)
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
-        L.ready(d)
-        name, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull", retry_schedule="<0,1m>")
-        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
-                             {"body": "x", "delay_ms": 0}, key=key),
-                   201)["id"]
-        j = L.ok(d.request("GET", "/v1/topics/%s/reserve?wait_ms=10000" % q,
-                           key=key, timeout=30), 200)
-        assert j["id"] == jid, j
-        mark = d.log_mark()
-        lose_topics(r, name)
-        reload_twice(d, mark)
-
-        def nack():
-            return d.request("POST", "/v1/jobs/%s/nack" % jid,
-                             {"token": j["token"]}, key=key, timeout=30)
+        key, q, jid, nack, mark = reserved_in_window(d, r)
         if drv == "mysql":
             D.db.stop()
             try:
@@ -360,24 +369,12 @@ def case_nack_hung():
     url = D.url("mysql")
     with harness.RedisServer() as r, \
             harness.Retryd(redis=r, config=L.config(url)) as d:
-        L.ready(d)
-        name, key = L.tenant(d)
-        q = L.topic(d, key, mode="pull", retry_schedule="<0,1m>")
-        jid = L.ok(d.request("POST", "/v1/topics/%s/jobs" % q,
-                             {"body": "x", "delay_ms": 0}, key=key),
-                   201)["id"]
-        j = L.ok(d.request("GET", "/v1/topics/%s/reserve?wait_ms=10000" % q,
-                           key=key, timeout=30), 200)
-        mark = d.log_mark()
-        lose_topics(r, name)
-        reload_twice(d, mark)
+        key, _, jid, nack, mark = reserved_in_window(d, r)
         db = url.rsplit("/", 1)[1].split("?")[0]
         holder = D.db.hold("LOCK TABLES %s.topics WRITE" % db)
         try:
             for _ in range(2):
-                st, _, b = d.request("POST", "/v1/jobs/%s/nack" % jid,
-                                     {"token": j["token"]}, key=key,
-                                     timeout=60)
+                st, _, b = nack()
                 assert st == 503 and b["error"]["code"] == "unavailable", \
                     (st, b)
         finally:
