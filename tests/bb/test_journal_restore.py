@@ -249,6 +249,19 @@ def retry_delivered(d, rcv, key, jid):
                      "delivered", 10, "the retry delivered")
 
 
+def recalled_then_rebuilt(d, r, key, q, jid, mark):
+    """The failed attempt read topic q from the journal; then the rebuild
+    runs (the gone rebuilder's lock dropped) and leaves job jid retrying
+    after its one attempt, never dead as if q were deleted."""
+    d.wait_log(r"topic=%s .*the topic read from the journal" % q,
+               since=mark)
+    r.cmd("DEL", "rd:{registry}:restore_lock")
+    L.wait_restore(d, mark)
+    assert "the topic is gone" not in d.log(mark)
+    job = L.redis_job(d, key, jid)
+    assert job["state"] == "retrying" and job["attempt_count"] == 1, job
+
+
 def case_recall(drv):
     """An attempt fails while Redis is owed its rebuild and lacks the
     topic, and the instance has it no longer cached (a reload dropped its
@@ -261,14 +274,7 @@ def case_recall(drv):
             harness.Retryd(redis=r, config=L.config(url)) as d:
         key, q, jid, mark = held_in_window(d, r, rcv)
         rcv.release()
-        d.wait_log(r"topic=%s .*the topic read from the journal" % q,
-                   since=mark)
-        r.cmd("DEL", "rd:{registry}:restore_lock")
-        L.wait_restore(d, mark)
-        assert "the topic is gone" not in d.log(mark)
-        job = L.redis_job(d, key, jid)
-        assert job["state"] == "retrying" and \
-            job["attempt_count"] == 1, job
+        recalled_then_rebuilt(d, r, key, q, jid, mark)
         retry_delivered(d, rcv, key, jid)
 
 
@@ -350,14 +356,7 @@ def case_nack(drv):
                      x[2]["error"]["code"] == "unavailable" else x)(nack()),
             20, "the nack applied")
         assert b[0] == 200 and b[2]["state"] == "retrying", b
-        d.wait_log(r"topic=%s .*the topic read from the journal" % q,
-                   since=mark)
-        r.cmd("DEL", "rd:{registry}:restore_lock")
-        L.wait_restore(d, mark)
-        assert "the topic is gone" not in d.log(mark)
-        job = L.redis_job(d, key, jid)
-        assert job["state"] == "retrying" and \
-            job["attempt_count"] == 1, job
+        recalled_then_rebuilt(d, r, key, q, jid, mark)
 
 
 def case_nack_hung():
