@@ -163,7 +163,8 @@ if threading.current_thread() is threading.main_thread():
 
 
 def _kill_proc(proc, sig=signal.SIGTERM, timeout=5.0):
-    """Signal proc, wait up to timeout, then SIGKILL.  Returns the exit code."""
+    """Signal proc, wait up to timeout, then SIGKILL.  Returns the exit
+    code."""
     if proc is None:
         return None
     if proc.poll() is None:
@@ -788,7 +789,8 @@ class Retryd:
             return 0
 
     def wait_log(self, pattern, since=0, timeout=DEFAULT_TIMEOUT, flags=0):
-        """Wait until the log (from `since`) matches regex; return the match."""
+        """Wait until the log (from `since`) matches regex; return the
+        match."""
         rx = re.compile(pattern, flags)
         return wait_for(lambda: rx.search(self.log(since)), timeout,
                         "log to match /%s/" % pattern)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""receiver.py - a scripted HTTP callback receiver for retryd's black-box tests.
+"""receiver.py - a scripted HTTP callback receiver for retryd's black-box
+tests.
 
 Importable:  r = Receiver(script="500,500,200"); ... r.url("/hook") ...
 Program:     python3 receiver.py --port 0 --script 500,500,200 --log FILE

@@ -89,7 +89,8 @@ def _():
                      "unauthorized")
         expect_error(E.req(m, p, {"name": "zz"}, key="nope"), 401)
         expect_error(E.req(m, p, {"name": "zz"}, key=key), 403, "forbidden")
-    st, h, _ = E.req("GET", "/v1/tenants", headers={"Authorization": "Basic x"})
+    st, h, _ = E.req("GET", "/v1/tenants",
+                     headers={"Authorization": "Basic x"})
     assert st == 401 and "Bearer" in h.get("WWW-Authenticate", "")
 
 

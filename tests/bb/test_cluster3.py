@@ -257,7 +257,8 @@ def _():
         c["counts"]["delivered"] == 16, c["counts"]
 
 
-@t.test("scripts flushed on two nodes are loaded again where NOSCRIPT was said")
+@t.test("scripts flushed on two nodes are loaded again where NOSCRIPT was "
+        "said")
 def _():
     rcv = harness.Receiver(script="200")
     q = unique("q")

@@ -271,7 +271,8 @@ def _():
     base = {"listen": "127.0.0.1:0", "redis": {"url": "u", "timeout": "2s"},
             "log": {"level": "debug"}}
     over = {"scheduler": {"shards": 4}, "redis": {"timeout": None},
-            "log": None, "admin_key": 'a"b\\c', "x": {"on": True, "n": 2 ** 40}}
+            "log": None, "admin_key": 'a"b\\c',
+            "x": {"on": True, "n": 2 ** 40}}
     text = harness.render_config(harness.merge_config(base, over))
     assert 'listen = "127.0.0.1:0";\n' in text
     assert "scheduler: { shards = 4; };\n" in text
