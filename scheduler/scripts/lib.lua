@@ -236,6 +236,24 @@ local function peek(rec)
 	return due, topic, biz
 end
 
+-- The unfinished job that field f (topic:bizkey) of the bizkey index bkey
+-- names, in the pool (KEYS[1]): its id key and the job decoded; or nil,
+-- nil, and true when the field is there but names no unfinished job.
+local function biz_holder(bkey, f)
+	local ex = redis.call('HGET', bkey, f)
+	if not ex then
+		return nil, nil, false
+	end
+	local er = redis.call('HGET', KEYS[1], ex)
+	if er then
+		local e = dec(er)
+		if unfinished(e.state) then
+			return ex, e, false
+		end
+	end
+	return nil, nil, true
+end
+
 -- Pushes one new job (push, push_many): KEYS 1 pool, 2 delays of the
 -- topic, 5 bizkeys; due, topic and biz are the record's (peek).  Returns
 -- code, id key, due, state: 0 for a new job (the caller fixes the head and
@@ -245,15 +263,10 @@ end
 local function push_job(idk, rec, due, topic, biz)
 	if biz then
 		local f = topic .. ':' .. biz
-		local ex = redis.call('HGET', KEYS[5], f)
+		local ex, e, stale = biz_holder(KEYS[5], f)
 		if ex then
-			local er = redis.call('HGET', KEYS[1], ex)
-			if er then
-				local e = dec(er)
-				if unfinished(e.state) then
-					return 1, ex, n2s(e.due), e.state
-				end
-			end
+			return 1, ex, n2s(e.due), e.state
+		elseif stale then
 			redis.call('HDEL', KEYS[5], f)
 		end
 	end

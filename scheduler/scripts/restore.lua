@@ -13,14 +13,9 @@ if redis.call('HEXISTS', KEYS[1], idk) == 1 then
 	return {0}
 end
 local j = dec(rec)
-if j.biz and unfinished(j.state) then
-	local ex = redis.call('HGET', KEYS[9], j.topic .. ':' .. j.biz)
-	if ex and ex ~= idk then
-		local er = redis.call('HGET', KEYS[1], ex)
-		if er and unfinished(dec(er).state) then
-			return {2}
-		end
-	end
+if j.biz and unfinished(j.state) and
+    biz_holder(KEYS[9], j.topic .. ':' .. j.biz) then
+	return {2}	-- not idk: the pool has no idk (above)
 end
 redis.call('HSET', KEYS[1], idk, rec)
 if j.state == S_SCHEDULED or j.state == S_RETRYING then
