@@ -60,6 +60,8 @@ struct req_priv {
 	int			 idle;		/* api_suspend_idle (lock) */
 	int			 drained;	/* resumed by the drain: counted
 						   in srv->busy by it */
+	const char		*raw_uri;	/* the request line's target, */
+	size_t			 raw_len;	/* ... as read (uri_seen()) */
 	struct req_priv		*next_susp;	/* srv->suspended list */
 	struct req_priv		*prev_susp;
 };
@@ -1480,6 +1482,47 @@ framing_ambiguous(struct MHD_Connection *conn)
 	    (f.content_length > 0 && f.transfer_encoding > 0);
 }
 
+/*
+ * MHD_OPTION_URI_LOG_CALLBACK: libmicrohttpd shows the request's target
+ * here as read, before it decodes it and splits off the query in place.
+ * Its length now is what nul_in_target() compares with later.  The
+ * request's state starts here: what this returns is the handler's
+ * *con_cls, and completed() frees it whether or not the handler runs.
+ */
+static void *
+uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct req_priv *rp;
+
+	(void)cls;
+	(void)conn;
+	rp = xcalloc(1, sizeof(*rp));
+	rp->raw_uri = uri;
+	rp->raw_len = strlen(uri);
+	return rp;
+}
+
+/*
+ * 1 when the request line's target holds a NUL byte.  libmicrohttpd
+ * 0.9.75 hands the target on as a C string, so "DELETE
+ * /v1/tenants/a<NUL>/keys/K" would reach the routes as "DELETE
+ * /v1/tenants/a": another resource.  It parses the line in place: the
+ * method, a NUL, the target, a NUL where the space was, the version.  So
+ * a target read whole ends just before the version; one cut by a NUL ends
+ * sooner.  Only pointers into its buffer are compared, never bytes read
+ * past a string.  When the strings are not laid out that way (another
+ * version of the library) nothing can be told and nothing is refused.
+ */
+static int
+nul_in_target(const struct req_priv *rp, const char *url,
+    const char *method, const char *version)
+{
+	if (rp->raw_uri == NULL || rp->raw_uri != url ||
+	    method + strlen(method) + 1 != url)
+		return 0;
+	return version != url + rp->raw_len + 1;
+}
+
 static enum MHD_Result
 access_handler(void *cls, struct MHD_Connection *conn, const char *url,
     const char *method, const char *version, const char *upload_data,
@@ -1495,9 +1538,9 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	unsigned long long declared;
 	char *end;
 
-	(void)version;
-	if (rp == NULL) {
-		rp = xcalloc(1, sizeof(*rp));
+	if (rp == NULL || rp->pub.srv == NULL) {
+		if (rp == NULL)
+			rp = xcalloc(1, sizeof(*rp));
 		req = &rp->pub;
 		req->srv = srv;
 		req->conn = conn;
@@ -1511,6 +1554,12 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		ci = MHD_get_connection_info(conn,
 		    MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		rp->late = ci != NULL && ci->socket_context == &late_mark;
+		if (nul_in_target(rp, url, method, version)) {
+			api_add_header(req, "Connection", "close");
+			api_error(req, 400, "invalid_request", NULL,
+			    "the request's target holds a NUL byte");
+			return MHD_YES;
+		}
 		req->route = route_find(srv, req, allowed, sizeof(allowed));
 		if (req->route == NULL) {
 			if (allowed[0] != '\0') {
@@ -1596,6 +1645,11 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (rp == NULL)
 		return;
 	req = &rp->pub;
+	if (req->srv == NULL) {		/* uri_seen() only */
+		free(rp);
+		*con_cls = NULL;
+		return;
+	}
 	if (srv->cfg.access_log != NULL && srv->cfg.access_log(srv->cfg.arg))
 		log_info("access: %s %s %d %lldus tenant=%s%s", req->method,
 		    req->path, req->status,
@@ -1703,6 +1757,7 @@ api_server_start(const struct api_server_config *cfg, char *why,
 	    (unsigned int)((cfg->timeout_ms + 999) / 1000),
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,
 	    MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
 	    MHD_OPTION_END);
 	if (srv->mhd == NULL) {

@@ -155,6 +155,41 @@ def _():
     assert intact()
 
 
+@t.test("a raw NUL byte in the request's target is refused, not cut at")
+def _():
+    # libmicrohttpd hands the target on as a C string: cut at the NUL,
+    # each of these would name another resource (the tenant itself, the
+    # topic, the job) and change it.
+    victim, vkey = E.tenant()
+    st, _, k = E.admin("POST", "/v1/tenants/%s/keys" % victim)
+    assert st == 201, (st, k)
+    vq = E.topic(vkey, mode="pull")["name"]
+    vj = E.push(vkey, vq, {"v": 1}, delay_ms=3600000)["id"]
+    before = E.job(vkey, vj)
+    admin = E.d.admin_key
+    for m, target, key in [
+            ("DELETE", "/v1/tenants/%s\x00/keys/%s" % (victim, k["key_id"]),
+             admin),
+            ("DELETE", "/v1/topics/%s\x00/bizkeys/b" % vq, vkey),
+            ("DELETE", "/v1/jobs/%s\x00/restore" % vj, vkey),
+            ("PUT", "/v1/topics/nul\x00x", vkey),
+            ("GET", "/v1/jobs?topic=%s\x00zz&limit=1" % vq, vkey),
+            ("GET", "/v1/topics\x00", vkey)]:
+        raw = E.raw(http(m, target, key=key))
+        assert status_of(raw) == 400 and b'"invalid_request"' in raw, \
+            (m, target, raw[:300])
+    st, _, b = E.admin("GET", "/v1/tenants/" + victim)
+    assert st == 200, (st, b)
+    st, _, b = E.req("GET", "/v1/topics/" + vq, key=vkey)
+    assert st == 200, (st, b)
+    st, _, b = E.req("GET", "/v1/topics/nul", key=vkey)
+    assert st == 404, (st, b)
+    assert E.job(vkey, vj) == before
+    st, _, b = E.req("GET", "/v1/topics", key=k["api_key"])
+    assert st == 200, (st, b)
+    assert intact()
+
+
 @t.test("a 10 MiB body: 413 or a closed connection")
 def _():
     big = b'{"body": "' + b"x" * (10 << 20) + b'"}'
