@@ -116,6 +116,7 @@ struct disp_xfer {
 	int		 body_too_large;
 	int		 headers_too_large;
 	int		 allow_private;
+	int		 sends;		/* times libcurl was about to send */
 	char		 retry_after[128];	/* last final-block value */
 	char		 blocked[128];	/* why a socket was refused */
 	char		 errbuf[CURL_ERROR_SIZE];

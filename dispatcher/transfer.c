@@ -279,6 +279,31 @@ opensocket_cb(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
 	return fd == -1 ? CURL_SOCKET_BAD : fd;
 }
 
+/*
+ * CURLOPT_PREREQFUNCTION: called once a connection is ready for the request,
+ * before it is sent.  When a reused keep-alive connection ends without an
+ * answer, libcurl sends the request again on another one (up to five
+ * times), which suits a GET; a callback's POST may have been read and acted
+ * on.  So a second send is refused: the attempt fails as a connection error
+ * and the job's schedule decides when it runs again.
+ */
+#if LIBCURL_VERSION_NUM >= 0x075000
+static int
+prereq_cb(void *arg, char *primary_ip, char *local_ip, int primary_port,
+    int local_port)
+{
+	struct disp_xfer *x = arg;
+
+	(void)primary_ip;
+	(void)local_ip;
+	(void)primary_port;
+	(void)local_port;
+	if (x->sends++ == 0)
+		return CURL_PREREQFUNC_OK;
+	return CURL_PREREQFUNC_ABORT;
+}
+#endif
+
 #define SETOPT(opt, val) do {						\
 	if (curl_easy_setopt(x->easy, opt, val) != CURLE_OK) {		\
 		snprintf(why, whylen, "libcurl refused %s", #opt);	\
@@ -333,6 +358,10 @@ disp_xfer_setup(struct disp_xfer *x, const char *user_agent, CURLSH *share,
 	SETOPT(CURLOPT_OPENSOCKETDATA, x);
 	if (share != NULL)
 		SETOPT(CURLOPT_SHARE, share);
+#if LIBCURL_VERSION_NUM >= 0x075000
+	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
+	SETOPT(CURLOPT_PREREQDATA, x);
+#endif
 	ret = 0;
 out:
 	return ret;
@@ -417,6 +446,11 @@ disp_xfer_result(struct disp_xfer *x, CURLcode rc, struct disp_result *res)
 		res->kind = SCHEDULE_BLOCKED;
 		snprintf(res->error, sizeof(res->error),
 		    "target address refused: %s", x->blocked);
+	} else if (rc == CURLE_ABORTED_BY_CALLBACK && x->sends > 1) {
+		res->kind = SCHEDULE_CONNECT;
+		snprintf(res->error, sizeof(res->error), "the connection "
+		    "closed without an answer; the request was not sent "
+		    "again");
 	} else if (rc == CURLE_WRITE_ERROR && x->headers_too_large) {
 		res->kind = SCHEDULE_ERROR;
 		snprintf(res->error, sizeof(res->error), "response headers "

@@ -303,7 +303,7 @@ conn_main(void *arg)
 		s->handler(r, &rep, s->arg);
 		if (rep.hang && wait_release(s) == -1)
 			break;
-		if (reply(c, &rep) == -1 || rep.close)
+		if (rep.drop || reply(c, &rep) == -1 || rep.close)
 			break;
 	}
 	free(buf);

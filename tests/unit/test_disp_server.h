@@ -31,6 +31,7 @@ struct tsrv_reply {
 	size_t		 body_len;
 	int		 hang;		/* reply after tsrv_release() */
 	int		 close;		/* close the connection after */
+	int		 drop;		/* close it instead of replying */
 };
 
 struct tsrv;

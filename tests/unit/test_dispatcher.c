@@ -111,6 +111,8 @@ handler(const struct tsrv_req *r, struct tsrv_reply *rep, void *arg)
 		rep->body_len = sizeof(big_body);
 	} else if (strcmp(p, "/bigheaders") == 0) {
 		rep->more_headers = big_headers;
+	} else if (strcmp(p, "/drop") == 0) {
+		rep->drop = 1;
 	} else if (strcmp(p, "/body100") == 0) {
 		rep->body = hundred;
 		rep->body_len = 100;
@@ -703,6 +705,34 @@ test_keepalive(void **state)
 	assert_int_equal(tsrv_nreqs(f->srv), 2);
 	assert_int_equal(tsrv_accepts(f->srv), 1);
 	assert_int_equal(tsrv_req(f->srv, 1)->conn, 1);
+}
+
+/*
+ * A kept-alive connection that ends without an answer after the request
+ * was read: one attempt, one request.  libcurl would send the POST again
+ * on a new connection; the receiver may have acted on the first.
+ */
+static void
+test_no_resend(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+
+	start_disp(f, 1, 1, 0, 0);
+	s = run_one(f, "/ok", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_OK);
+	slot_clear(s);
+	s = run_one(f, "/drop", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_CONNECT);
+	assert_int_equal(s->res.http_status, 0);
+	assert_non_null(strstr(s->res.error, "not sent again"));
+	assert_int_equal(tsrv_nreqs(f->srv), 2);
+	assert_int_equal(tsrv_req(f->srv, 1)->conn, 1);
+	slot_clear(s);
+	/* A fresh connection that ends so: the same, and nothing resent. */
+	s = run_one(f, "/drop", 0);
+	assert_int_equal(s->res.kind, SCHEDULE_CONNECT);
+	assert_int_equal(tsrv_nreqs(f->srv), 3);
 }
 
 /*
@@ -1309,6 +1339,7 @@ main(void)
 		T(test_header_cap),
 		T(test_bad_header_not_sent),
 		T(test_keepalive),
+		T(test_no_resend),
 		T(test_loops_take_turns),
 		T(test_no_hol_1),
 		T(test_no_hol_4),
