@@ -96,8 +96,6 @@ disp_new(const struct disp_config *cfg,
 		d->cfg.max_total_in_flight = 0;
 	if (d->cfg.max_tenant_in_flight < 0)
 		d->cfg.max_tenant_in_flight = 0;
-	if (d->cfg.max_host_connections <= 0)
-		d->cfg.max_host_connections = DISP_HOST_CONNS_DEFAULT;
 	d->ua = d->cfg.user_agent != NULL ? xstrdup(d->cfg.user_agent) :
 	    xstrdup("retryd/" PACKAGE_VERSION);
 	d->cfg.user_agent = d->ua;

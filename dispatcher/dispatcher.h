@@ -29,7 +29,6 @@
 #define DISP_READ_MAX		(64 * 1024)	/* response bytes read */
 #define DISP_HEADER_READ_MAX	(64 * 1024)	/* response header bytes */
 #define DISP_TIMEOUT_DEFAULT_MS	10000
-#define DISP_HOST_CONNS_DEFAULT	256		/* per thread and host */
 #define DISP_SECRET_MAX		64		/* raw HMAC key bytes */
 #define DISP_URL_MAX		4096
 #define DISP_HEADERS_MAX	64		/* caller headers per request */
@@ -43,7 +42,6 @@ struct disp_config {
 	size_t		 capture_max;		/* DISP_CAPTURE_DEFAULT */
 	int		 max_total_in_flight;	/* safety cap; default none */
 	int		 max_tenant_in_flight;	/* per tenant; default none */
-	int		 max_host_connections;	/* DISP_HOST_CONNS_DEFAULT */
 	const char	*user_agent;		/* copied; "retryd/VERSION" */
 };
 

@@ -195,8 +195,15 @@ disp_loop_init(struct disp_loop *l, struct dispatcher *d, int idx)
 	curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
 	curl_multi_setopt(l->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-	curl_multi_setopt(l->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-	    (long)d->cfg.max_host_connections);
+	/*
+	 * No cap on connections per host (CURLMOPT_MAX_HOST_CONNECTIONS):
+	 * over it libcurl queues a transfer with its timeout already
+	 * running, so callbacks past the cap timed out unsent or late, and
+	 * one tenant's slow receiver held back another tenant's callbacks
+	 * to the same host.  What is in flight is bounded before a transfer
+	 * starts: the topic's max_in_flight, its tenant's cap and
+	 * max_total_in_flight (disp_submit()).
+	 */
 	/* TLS sessions are shared by the loop's transfers so a new
 	 * connection to a known host resumes instead of a full handshake.
 	 * One thread uses it: no lock callbacks needed. */

@@ -39,7 +39,7 @@
 #include "util/xmalloc.h"
 
 #define WAIT_MS		10000
-#define NSLOTS		256
+#define NSLOTS		320
 #define SECRET		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #define BIG_LEN		(1024 * 1024)
 
@@ -814,6 +814,32 @@ no_hol(struct fx *f, int threads)
 	assert_int_equal(disp_inflight_total(f->d), 0);
 }
 
+/*
+ * No cap on connections to one host below what the dispatcher lets run:
+ * 300 callbacks to one receiver that holds them all get 300 connections at
+ * once.  Past libcurl's per-host cap they would wait inside it, their
+ * timeouts running, and one tenant's slow receiver would hold back
+ * another's callbacks to the same host.
+ */
+static void
+test_no_host_cap(void **state)
+{
+	struct fx *f = *state;
+	const int n = 300;
+	int i;
+
+	start_disp(f, 1, 1, 0, 0);
+	for (i = 0; i < n; i++)
+		assert_int_equal(disp_submit(f->d,
+		    mkreq(f, "/hang", i % 2 ? "slow" : "other", i)), 0);
+	assert_int_equal(tsrv_wait_reqs(f->srv, n, WAIT_MS), 0);
+	assert_int_equal(tsrv_accepts(f->srv), n);
+	tsrv_release(f->srv);
+	assert_int_equal(wait_ndone(f, n), 0);
+	for (i = 0; i < n; i++)
+		assert_int_equal(f->slots[i].res.kind, SCHEDULE_OK);
+}
+
 static void
 test_no_hol_1(void **state)
 {
@@ -1343,6 +1369,7 @@ main(void)
 		T(test_loops_take_turns),
 		T(test_no_hol_1),
 		T(test_no_hol_4),
+		T(test_no_host_cap),
 		T(test_submit_from_done),
 		T(test_submit_refusals),
 		T(test_tenant_cap),
