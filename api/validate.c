@@ -311,9 +311,13 @@ api_json_batch(struct api_req *req, json_object *body, const char *items,
 
 	if (api_json_only(req, body, allowed, "") == -1)
 		return -1;
-	if (!json_object_object_get_ex(body, "jobs", arr) ||
-	    !json_object_is_type(*arr, json_type_array)) {
+	if (!json_object_object_get_ex(body, "jobs", arr)) {
 		api_error(req, 400, "missing_field", "jobs",
+		    "jobs must be an array of %s", items);
+		return -1;
+	}
+	if (!json_object_is_type(*arr, json_type_array)) {
+		api_error(req, 400, "invalid_field", "jobs",
 		    "jobs must be an array of %s", items);
 		return -1;
 	}

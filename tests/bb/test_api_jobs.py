@@ -214,7 +214,11 @@ def _():
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
                        {"jobs": []}, key=KEY), 400, None, "jobs")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
-                       {"jobs": {}}, key=KEY), 400, None, "jobs")
+                       {"jobs": {}}, key=KEY), 400, "invalid_field", "jobs")
+    expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
+                       {"job": []}, key=KEY), 400, "unknown_field", "job")
+    expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
+                       {}, key=KEY), 400, "missing_field", "jobs")
     expect_error(E.req("POST", "/v1/topics/%s/jobs:batch" % Q,
                        {"jobs": [{}] * 51}, key=KEY), 413,
                  "batch_too_large", "jobs")

@@ -360,10 +360,10 @@ def _():
                 expect_error(batch(verb, body), status, code, field)
             except AssertionError as e:
                 raise AssertionError("%s %r: %s" % (verb, body, e))
-        # "jobs" of another type than an array: missing_field, as
-        # jobs:batch answers it.
+        # "jobs" of another type than an array: invalid_field (a wrong
+        # type), as jobs:batch answers it.
         for jobs in ({}, good, "x", 1):
-            expect_error(batch(verb, {"jobs": jobs}), 400, "missing_field",
+            expect_error(batch(verb, {"jobs": jobs}), 400, "invalid_field",
                          "jobs")
     # None of them applied the good item: the job is still held.
     g = E.job(KEY, r["id"])
