@@ -55,13 +55,14 @@ TESTS += tests/bb/test_api_tenants.py tests/bb/test_api_topics.py \
 	tests/bb/test_api_jobs.py tests/bb/test_api_pull.py \
 	tests/bb/test_api_pull_batch.py tests/bb/test_api_pull_gone.py \
 	tests/bb/test_api_original.py tests/bb/test_api_isolation.py \
-	tests/bb/test_api_malformed.py tests/bb/test_api_mutate.py
+	tests/bb/test_api_malformed.py tests/bb/test_api_mutate.py \
+	tests/bb/test_api_redrive.py
 EXTRA_DIST += tests/bb/test_api_lib.py tests/bb/test_api_tenants.py \
 	tests/bb/test_api_topics.py tests/bb/test_api_jobs.py \
 	tests/bb/test_api_pull.py tests/bb/test_api_pull_batch.py \
 	tests/bb/test_api_pull_gone.py tests/bb/test_api_original.py \
 	tests/bb/test_api_isolation.py tests/bb/test_api_malformed.py \
-	tests/bb/test_api_mutate.py
+	tests/bb/test_api_mutate.py tests/bb/test_api_redrive.py
 libapi_a_SOURCES += api/jobs_journal.c api/jobs_journal.h
 
 # Metrics, the dashboard's routes and files, and its browser test

@@ -673,10 +673,10 @@ redrive_work(struct api_defer *dd)
 	struct redrive_work *rw = (struct redrive_work *)(void *)dd;
 	struct api_ctx *ctx = rw->d.ctx;
 	enum sched_err e;
-	int64_t count = 0;
+	int64_t count = 0, skipped = 0;
 	char what[sizeof(rw->name) + 32];
 
-	e = sched_redrive(ctx->sched, rw->tenant, rw->name, &count);
+	e = sched_redrive(ctx->sched, rw->tenant, rw->name, &count, &skipped);
 	if (e != SCHED_OK) {
 		api_sched_describe(e, "topic", &rw->d.err);
 		return;
@@ -688,13 +688,19 @@ redrive_work(struct api_defer *dd)
 	rw->d.reply = json_object_new_object();
 	json_object_object_add(rw->d.reply, "redriven",
 	    json_object_new_int64(count));
+	/* Left dead: their bizkey is held by another unfinished job. */
+	json_object_object_add(rw->d.reply, "skipped",
+	    json_object_new_int64(skipped));
 }
 
 static void
 dead_redrive(struct api_req *req)
 {
+	static const char *const none[] = { NULL };
 	struct redrive_work *rw = req->state;
 	struct registry_topic *t;
+	json_object *body = NULL;
+	int bad;
 
 	if (rw != NULL) {
 		api_defer_answer(req, &rw->d);
@@ -702,6 +708,14 @@ dead_redrive(struct api_req *req)
 	}
 	if (api_topic_load(req, req->param[0], &t) == -1)
 		return;
+	/* No body, or an empty object (as POST /v1/tenants/{name}/keys). */
+	bad = req->body.len > 0 && (api_body_json(req, &body) == -1 ||
+	    api_json_only(req, body, none, "") == -1);
+	json_object_put(body);
+	if (bad) {
+		registry_topic_free(t);
+		return;
+	}
 	rw = xcalloc(1, sizeof(*rw));
 	rw->d.work = redrive_work;
 	snprintf(rw->tenant, sizeof(rw->tenant), "%s", req->tenant);

@@ -1332,30 +1332,39 @@ is_push(struct sched *s, const struct sched_job *job)
 }
 
 /*
- * The schedule a failed attempt follows: the job's own, else its topic's.
- * 0 with *rs; -1 when the topic is gone; -2 when it cannot be told now
- * (Redis lost its data and is not rebuilt yet, or is unreachable, with
- * nothing cached) and, with recall, topic_recall() cannot tell either.
+ * The schedule of a topic: 0 with *rs; -1 when the topic is gone; -2 when
+ * it cannot be told now (Redis lost its data and is not rebuilt yet, or is
+ * unreachable, with nothing cached) and, with recall, topic_recall()
+ * cannot tell either.
+ */
+static int
+topic_schedule(struct sched *s, const char *tenant, const char *topic,
+    int recall, struct retry_schedule *rs)
+{
+	struct sched_topic_info info;
+	int r = -1;
+
+	if (s->hooks.topic_info != NULL)
+		r = s->hooks.topic_info(tenant, topic, &info, s->hooks.arg);
+	if (r == -2 && recall && s->hooks.topic_recall != NULL)
+		r = s->hooks.topic_recall(tenant, topic, &info, s->hooks.arg);
+	if (r == 0)
+		*rs = info.schedule;
+	return r == 0 || r == -2 ? r : -1;
+}
+
+/*
+ * The schedule a failed attempt follows: the job's own, else its topic's
+ * (topic_schedule()'s answers).
  */
 static int
 failed_schedule(struct sched *s, const struct sched_job *job, int recall,
     struct retry_schedule *rs)
 {
-	struct sched_topic_info info;
-	int r = -1;
-
 	if (job->schedule != NULL && schedule_parse(job->schedule,
 	    strlen(job->schedule), 0, rs, NULL) == 0)
 		return 0;
-	if (s->hooks.topic_info != NULL)
-		r = s->hooks.topic_info(job->tenant, job->topic, &info,
-		    s->hooks.arg);
-	if (r == -2 && recall && s->hooks.topic_recall != NULL)
-		r = s->hooks.topic_recall(job->tenant, job->topic, &info,
-		    s->hooks.arg);
-	if (r == 0)
-		*rs = info.schedule;
-	return r == 0 || r == -2 ? r : -1;
+	return topic_schedule(s, job->tenant, job->topic, recall, rs);
 }
 
 /*
@@ -1907,55 +1916,148 @@ sched_dead_list(struct sched *s, const char *tenant, const char *topic,
 	return e;
 }
 
-enum sched_err
-sched_retry(struct sched *s, const char *tenant, const char *id)
+/*
+ * How long after its due time a job retried or redriven now makes its
+ * first attempt: the first wait of its own schedule, else of topic_rs
+ * (NULL: the topic's, read now).  As a push (schedule_first_ms).  0, or
+ * topic_schedule()'s -1 or -2.
+ */
+static int
+first_wait(struct sched *s, const struct sched_job *job,
+    const struct retry_schedule *topic_rs, int64_t *wait_ms)
 {
-	char idk[SCHED_IDKEY_MAX];
+	struct retry_schedule rs;
+	int r;
+
+	if (job->schedule != NULL && schedule_parse(job->schedule,
+	    strlen(job->schedule), 0, &rs, NULL) == 0) {
+		*wait_ms = schedule_first_ms(&rs, 0);
+		return 0;
+	}
+	if (topic_rs != NULL) {
+		*wait_ms = schedule_first_ms(topic_rs, 0);
+		return 0;
+	}
+	if ((r = topic_schedule(s, job->tenant, job->topic, 1, &rs)) == 0)
+		*wait_ms = schedule_first_ms(&rs, 0);
+	return r;
+}
+
+static enum sched_err
+schedule_err(int r)
+{
+	return r == 0 ? SCHED_OK : r == -2 ? SCHED_EAGAIN : SCHED_ENOTFOUND;
+}
+
+enum sched_err
+sched_retry(struct sched *s, const char *tenant, const char *id,
+    char holder[ID_LEN + 65])
+{
+	struct sched_redrive res;
 	struct sched_job *job = NULL;
 	redisContext *c;
 	enum sched_err e;
-	size_t idklen;
-	int64_t n = 0, left;
+	int64_t wait;
 	int broken = 0;
 
+	holder[0] = '\0';
 	if ((c = take(s, 0, &e)) == NULL)
 		return e;
 	e = sched_q_job(s, c, tenant, id, 0, &job, &broken);
 	if (e == SCHED_OK && job->state != SCHED_DEAD)
 		e = SCHED_ECONFLICT;
-	if (e == SCHED_OK && sched_idkey(job->id, idk, &idklen) == -1)
-		e = SCHED_ENOTFOUND;
 	if (e == SCHED_OK)
-		e = sched_st_redrive(s, c, tenant, job->shard, job->topic, idk,
-		    idklen, &n, &left, &broken);
+		e = schedule_err(first_wait(s, job, NULL, &wait));
+	if (e == SCHED_OK)
+		e = sched_st_redrive(s, c, tenant, job->shard, job->topic, 1,
+		    &job, &wait, 1, &res, &broken);
+	/* Left dead: another unfinished job of its topic has its bizkey. */
+	if (e == SCHED_OK && res.moved == 0) {
+		e = SCHED_ECONFLICT;
+		snprintf(holder, ID_LEN + 65, "%s", res.holder[0] != '\0' ?
+		    res.holder : "?");
+	}
 	give(s, c, broken);
 	sched_job_free(job);
 	return e;
 }
 
+/*
+ * One shard's part of a redrive: its dead jobs of the topic a batch at a
+ * time, each visited once.  The jobs left dead (their bizkey is held) stay
+ * at the front of the dead set, so each batch starts just after the last
+ * of them (or, if it left the set meanwhile, after as many as were left);
+ * no more jobs are visited than the set held at the start, so jobs that
+ * die again meanwhile are not taken twice.
+ */
+static enum sched_err
+redrive_shard(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, const struct retry_schedule *topic_rs,
+    int64_t *count, int64_t *skipped, int *calls, int *broken)
+{
+	struct sched_redrive res;
+	struct sched_job **jobs;
+	char after[SCHED_IDKEY_MAX];
+	enum sched_err e;
+	int64_t *waits, total, seen, visited = 0, limit = -1, kept = 0;
+	size_t afterlen = 0, n, use, i;
+
+	do {
+		e = sched_st_redrive_peek(s, c, tenant, shard, topic, kept,
+		    after, afterlen, &jobs, &n, &total, &seen, broken);
+		if (e != SCHED_OK)
+			break;
+		if (limit < 0)
+			limit = total;
+		use = (int64_t)n < limit - visited ? n :
+		    (size_t)(limit - visited);
+		visited += seen;
+		waits = xcalloc(use + 1, sizeof(*waits));
+		for (i = 0; i < use; i++)
+			(void)first_wait(s, jobs[i], topic_rs, &waits[i]);
+		memset(&res, 0, sizeof(res));
+		if (use > 0)
+			e = sched_st_redrive(s, c, tenant, shard, topic, 0,
+			    jobs, waits, use, &res, broken);
+		free(waits);
+		for (i = 0; i < n; i++)
+			sched_job_free(jobs[i]);
+		free(jobs);
+		if (e != SCHED_OK)
+			break;
+		*count += res.moved;
+		*skipped += res.skipped;
+		kept += res.skipped;
+		if (res.lastlen > 0) {
+			memcpy(after, res.last, res.lastlen);
+			afterlen = res.lastlen;
+		}
+	} while (seen > 0 && seen == sched_batch(s) && visited < limit &&
+	    ++*calls < REDRIVE_CALLS_MAX);
+	return e;
+}
+
 enum sched_err
 sched_redrive(struct sched *s, const char *tenant, const char *topic,
-    int64_t *count)
+    int64_t *count, int64_t *skipped)
 {
+	struct retry_schedule rs;
 	redisContext *c;
 	enum sched_err e = SCHED_OK;
-	int64_t n, left;
 	int broken = 0, shard, calls = 0;
 
-	*count = 0;
+	*count = *skipped = 0;
 	if (!sched_valid_tenant(tenant) || !sched_valid_topic(topic))
 		return SCHED_EINVAL;
+	/* Read once: every job of the redrive waits as the topic says now. */
+	if ((e = schedule_err(topic_schedule(s, tenant, topic, 1, &rs))) !=
+	    SCHED_OK)
+		return e;
 	if ((c = take(s, 0, &e)) == NULL)
 		return e;
-	for (shard = 0; shard < s->cfg.shards && e == SCHED_OK; shard++) {
-		do {
-			n = left = 0;
-			e = sched_st_redrive(s, c, tenant, shard, topic, NULL,
-			    0, &n, &left, &broken);
-			*count += n;
-		} while (e == SCHED_OK && n > 0 && left > 0 &&
-		    ++calls < REDRIVE_CALLS_MAX);
-	}
+	for (shard = 0; shard < s->cfg.shards && e == SCHED_OK; shard++)
+		e = redrive_shard(s, c, tenant, shard, topic, &rs, count,
+		    skipped, &calls, &broken);
 	give(s, c, broken);
 	return e;
 }

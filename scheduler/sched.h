@@ -368,12 +368,23 @@ enum sched_err sched_dead_list(struct sched *s, const char *tenant,
 	    const char *topic, const char *cursor, size_t limit,
 	    struct sched_job ***jobs, size_t *njobs, char *next_cursor,
 	    size_t next_cursor_len);
-/* A dead job runs its schedule again from now. */
+/*
+ * A dead job runs its schedule again: due now, its attempts back to 0, its
+ * first attempt after the first wait of its schedule (its own, else its
+ * topic's), as a push's.  ECONFLICT when it is not dead, or when its
+ * bizkey names another unfinished job of its topic: then holder (else "")
+ * is that job's id and the job stays dead.  EAGAIN when its topic's
+ * schedule cannot be read now.
+ */
 enum sched_err sched_retry(struct sched *s, const char *tenant,
-	    const char *id);
-/* Every dead job of the topic runs again; *count says how many. */
+	    const char *id, char holder[ID_LEN + 65]);
+/*
+ * Every dead job of the topic runs again as sched_retry's does, each
+ * visited once; *count says how many, *skipped how many stay dead because
+ * their bizkey names another unfinished job of the topic.
+ */
 enum sched_err sched_redrive(struct sched *s, const char *tenant,
-	    const char *topic, int64_t *count);
+	    const char *topic, int64_t *count, int64_t *skipped);
 
 /* Jobs per state of a topic (topic NULL: the whole tenant). */
 enum sched_err sched_counts(struct sched *s, const char *tenant,

@@ -307,10 +307,35 @@ enum sched_err sched_st_finish_many_reply(redisContext *c, redisReply *r,
 enum sched_err sched_st_restore(struct sched *s, redisContext *c,
 	    const struct sched_job *job, const char *rec, size_t reclen,
 	    int *created, int *broken);
-/* One dead job (idk != NULL) or a batch; *n moved, *left in the dead set. */
+/*
+ * Redrive, in two steps (the caller reads the schedules between them).
+ * The dead jobs of the topic (record heads) from index at of its dead
+ * set, or from just after the job whose id key is after (afterlen > 0)
+ * while that one is still dead: up to a batch, *njobs into *jobs (the
+ * caller frees them); *total: the dead set's size, *seen: how many it
+ * looked at.
+ */
+enum sched_err sched_st_redrive_peek(struct sched *s, redisContext *c,
+	    const char *tenant, int shard, const char *topic, int64_t at,
+	    const char *after, size_t afterlen, struct sched_job ***jobs,
+	    size_t *njobs, int64_t *total, int64_t *seen, int *broken);
+struct sched_redrive {
+	int64_t	 moved;
+	int64_t	 skipped;	/* left dead: their bizkey is held */
+	char	 last[SCHED_IDKEY_MAX];	/* id key of the last of those */
+	size_t	 lastlen;
+	char	 holder[SCHED_IDTEXT_MAX]; /* the job holding its bizkey */
+};
+/*
+ * The n jobs still dead back to scheduled, each with its first attempt
+ * waits_ms[i] from now, unless their bizkey names another unfinished job
+ * of the topic (skipped).  one: jobs[0] alone, and a job that is gone,
+ * of another topic or not dead is an error (ENOTFOUND, ECONFLICT).
+ */
 enum sched_err sched_st_redrive(struct sched *s, redisContext *c,
-	    const char *tenant, int shard, const char *topic, const char *idk,
-	    size_t idklen, int64_t *n, int64_t *left, int *broken);
+	    const char *tenant, int shard, const char *topic, int one,
+	    struct sched_job *const *jobs, const int64_t *waits_ms, size_t n,
+	    struct sched_redrive *res, int *broken);
 enum sched_err sched_st_purge(struct sched *s, redisContext *c,
 	    const char *tenant, int shard, int *n, int *more, int *broken);
 /*

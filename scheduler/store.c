@@ -23,6 +23,7 @@
 #include "util/xmalloc.h"
 
 #define NKEYS_MAX	12
+#define WAIT_MAX	((INT64_C(1) << 48) - 1)	/* 6 bytes (redrive) */
 
 const char *
 sched_now_arg(struct sched *s, char buf[24])
@@ -1008,38 +1009,124 @@ sched_st_restore(struct sched *s, redisContext *c, const struct sched_job *job,
 }
 
 enum sched_err
-sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
-    int shard, const char *topic, const char *idk, size_t idklen,
-    int64_t *n, int64_t *left, int *broken)
+sched_st_redrive_peek(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int64_t at, const char *after,
+    size_t afterlen, struct sched_job ***jobs, size_t *njobs, int64_t *total,
+    int64_t *seen, int *broken)
 {
-	char batch[24], tag[SCHED_KEY_MAX];
+	char batch[24], from[24], tag[SCHED_KEY_MAX];
+	const char *args[6];
+	size_t lens[6], i, n = 0;
+	struct sched_job **out = NULL, *job;
+	redisReply *r = NULL;
+	enum sched_err e;
+	long long t, l;
+
+	*jobs = NULL;
+	*njobs = 0;
+	lld(batch, sched_batch(s));
+	lld(from, at);
+	sched_tag(tag, tenant, shard);
+	args[0] = topic;
+	args[1] = tag;
+	args[2] = "p";
+	args[3] = batch;
+	args[4] = from;
+	for (i = 0; i < 5; i++)
+		lens[i] = strlen(args[i]);
+	args[5] = after != NULL ? after : "";
+	lens[5] = after != NULL ? afterlen : 0;
+	e = run(s, c, SCRIPT_REDRIVE, tenant, shard, "jxdhcb", topic, 6, args,
+	    lens, &r, broken);
+	if (e != SCHED_OK)
+		return e;
+	if (el_int(r, 0, &t) == -1 || el_int(r, 1, &l) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	*total = t;
+	*seen = l;
+	out = xcalloc(r->elements / 2 + 1, sizeof(*out));
+	for (i = 2; i + 1 < r->elements; i += 2)
+		if ((job = el_job(r, i, tenant, shard, 0)) != NULL)
+			out[n++] = job;
+	*jobs = out;
+	*njobs = n;
+out:
+	freeReplyObject(r);
+	return e;
+}
+
+enum sched_err
+sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
+    int shard, const char *topic, int one, struct sched_job *const *jobs,
+    const int64_t *waits_ms, size_t n, struct sched_redrive *res,
+    int *broken)
+{
+	char idk[SCHED_IDKEY_MAX], tag[SCHED_KEY_MAX];
+	unsigned char num[8];
 	const char *args[4];
-	size_t lens[4];
+	size_t lens[4], idklen, i;
+	const redisReply *k;
 	redisReply *r = NULL;
 	struct sched_job *job;
+	struct buf packed;
 	enum sched_err e;
-	long long moved, l;
-	size_t i;
+	long long moved, skipped;
+	int b;
 
-	lld(batch, sched_batch(s));
+	memset(res, 0, sizeof(*res));
+	if (one && n != 1)
+		return SCHED_EINVAL;
+	/* Per job: its id key (I2 length, bytes) and its wait (I6). */
+	buf_init(&packed, n * (2 + SCHED_IDKEY_MAX + 6) + 1);
+	for (i = 0; i < n; i++) {
+		if (sched_idkey(jobs[i]->id, idk, &idklen) == -1 ||
+		    waits_ms[i] < 0 || waits_ms[i] > WAIT_MAX) {
+			if (one) {
+				buf_free(&packed);
+				return SCHED_ENOTFOUND;
+			}
+			continue;
+		}
+		num[0] = (unsigned char)(idklen >> 8);
+		num[1] = (unsigned char)idklen;
+		buf_append(&packed, num, 2);
+		buf_append(&packed, idk, idklen);
+		for (b = 0; b < 6; b++)
+			num[b] = (unsigned char)(waits_ms[i] >> (40 - 8 * b));
+		buf_append(&packed, num, 6);
+	}
 	sched_tag(tag, tenant, shard);
 	args[0] = topic;
 	lens[0] = strlen(topic);
-	args[1] = batch;
-	lens[1] = strlen(batch);
-	args[2] = idk != NULL ? idk : "";
-	lens[2] = idk != NULL ? idklen : 0;
-	args[3] = tag;
-	lens[3] = strlen(tag);
+	args[1] = tag;
+	lens[1] = strlen(tag);
+	args[2] = one ? "o" : "a";
+	lens[2] = 1;
+	args[3] = packed.len > 0 ? packed.data : "";
+	lens[3] = packed.len;
 	e = run(s, c, SCRIPT_REDRIVE, tenant, shard, "jxdhcb", topic, 4, args,
 	    lens, &r, broken);
+	buf_free(&packed);
 	if (e != SCHED_OK)
 		return e;
 	if ((e = el_status(r, &moved)) != SCHED_OK)
 		goto out;
-	*n = moved;
-	*left = el_int(r, 1, &l) == 0 ? l : 0;
-	for (i = 2; i + 1 < r->elements; i += 2) {
+	if (el_int(r, 1, &skipped) == -1) {
+		e = SCHED_EINTERNAL;
+		goto out;
+	}
+	res->moved = moved;
+	res->skipped = skipped;
+	if ((k = el_str(r, 2)) != NULL && k->len <= sizeof(res->last)) {
+		memcpy(res->last, k->str, k->len);
+		res->lastlen = k->len;
+	}
+	if ((k = el_str(r, 3)) != NULL && k->len > 0 &&
+	    sched_idkey_text(k->str, k->len, res->holder) == -1)
+		res->holder[0] = '\0';
+	for (i = 4; i + 1 < r->elements; i += 2) {
 		if ((job = el_job(r, i, tenant, shard, 0)) == NULL)
 			continue;
 		sched_transition(s, job, SCHED_DEAD, SCHED_SCHEDULED, NULL);

@@ -880,7 +880,10 @@
 					    '/dead:redrive');
 					say(num(r.redriven) + ' job' +
 					    (r.redriven === 1 ? '' : 's') +
-					    ' will run again.', true);
+					    ' will run again' + (r.skipped ?
+					    '; ' + num(r.skipped) + ' left ' +
+					    'dead: another unfinished job ' +
+					    'holds its bizkey.' : '.'), true);
 					/* Not awaited: the button is enabled
 					 * again first, then the list decides. */
 					refresh().catch((e) => say(errText(e)));

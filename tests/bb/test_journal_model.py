@@ -115,12 +115,17 @@ class Model:
                      "/v1/topics/%s/bizkeys/k%d" %
                      (r.choice((self.P, self.Q)), r.randrange(30)))
         elif op == 10:
-            # A dead job: nothing else moves it, so 200; another: 409.
+            # A dead job: nothing else moves it, so 200 unless another
+            # unfinished job of its topic holds its bizkey (409
+            # bizkey_taken: it stays dead); another: 409.
             q = r.choice((self.P, self.Q))
             st, b = self.req("dead", (200,), "GET", "/v1/topics/%s/dead" % q)
             if b["jobs"]:
-                self.req("retry", (200,), "POST", "/v1/jobs/%s/retry" %
-                         r.choice(b["jobs"])["id"])
+                j = r.choice(b["jobs"])
+                st, e = self.req("retry", (200, 409), "POST",
+                                 "/v1/jobs/%s/retry" % j["id"])
+                assert st == 200 or (j["bizkey"] is not None and
+                                     e["error"]["code"] == "bizkey_taken"), e
             elif ids:
                 self.req("retry", (200, 409), "POST", "/v1/jobs/%s/retry" %
                          r.choice(ids))

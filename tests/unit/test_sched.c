@@ -1525,9 +1525,9 @@ test_nack_dead_retry_redrive(void **state)
 	struct schedule_decision d;
 	struct sched_job *job, **dead;
 	char ids[5][ID_LEN + 65], cur[128], seen[5][ID_LEN + 65];
-	char died[5][ID_LEN + 65];
+	char died[5][ID_LEN + 65], holder[ID_LEN + 65];
 	size_t n, i, k, nseen = 0;
-	int64_t now = clock_wall_ms(), count;
+	int64_t now = clock_wall_ms(), count, skipped;
 	int64_t want[SCHED_NSTATES] = { 0 };
 
 	for (i = 0; i < 5; i++)
@@ -1566,8 +1566,10 @@ test_nack_dead_retry_redrive(void **state)
 		assert_string_equal(seen[i], died[4 - i]);
 
 	/* One back, then the rest. */
-	assert_int_equal(sched_retry(s, T_TENANT, ids[0]), SCHED_OK);
-	assert_int_equal(sched_retry(s, T_TENANT, ids[0]), SCHED_ECONFLICT);
+	assert_int_equal(sched_retry(s, T_TENANT, ids[0], holder), SCHED_OK);
+	assert_int_equal(sched_retry(s, T_TENANT, ids[0], holder),
+	    SCHED_ECONFLICT);
+	assert_string_equal(holder, "");
 	assert_int_equal(sched_get(s, T_TENANT, ids[0], &job), SCHED_OK);
 	/* Due now: the timer may have promoted it already. */
 	assert_true(job->state == SCHED_SCHEDULED ||
@@ -1575,9 +1577,10 @@ test_nack_dead_retry_redrive(void **state)
 	assert_int_equal(job->attempts, 0);
 	assert_int_equal(job->due_ms, clock_wall_ms());
 	sched_job_free(job);
-	assert_int_equal(sched_redrive(s, T_TENANT, "once", &count),
-	    SCHED_OK);
+	assert_int_equal(sched_redrive(s, T_TENANT, "once", &count,
+	    &skipped), SCHED_OK);
 	assert_int_equal(count, 4);
+	assert_int_equal(skipped, 0);
 	{
 		int64_t got[SCHED_NSTATES];
 
@@ -1638,7 +1641,7 @@ test_versions(void **state)
 	struct schedule_decision d;
 	struct sched_job *job, j;
 	char a[ID_LEN + 65], b[ID_LEN + 65], c[ID_LEN + 65];
-	char e[ID_LEN + 1];
+	char e[ID_LEN + 1], holder[ID_LEN + 65];
 	int64_t now = clock_wall_ms(), n;
 	int created;
 
@@ -1688,7 +1691,7 @@ test_versions(void **state)
 	    NULL, NULL), SCHED_OK);
 	sched_job_free(job);
 	expect_change(&f->rec, c, SCHED_DEAD, 1);
-	assert_int_equal(sched_retry(s, T_TENANT, c), SCHED_OK);
+	assert_int_equal(sched_retry(s, T_TENANT, c, holder), SCHED_OK);
 	expect_change(&f->rec, c, SCHED_SCHEDULED, 2);
 
 	push(s, "other", now + 1000, 0, NULL, b);
