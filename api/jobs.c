@@ -1866,7 +1866,8 @@ api_cancel_job(struct api_req *req, const char *id, const char *field)
 	    (rc = api_cut_off_req(req, id, "cancel")) != 0) {
 		if (rc == 1)
 			return -1;
-		e = sched_cancel(ctx->sched, req->tenant, id);
+		e = rc == 3 ? SCHED_ECONFLICT :
+		    sched_cancel(ctx->sched, req->tenant, id);
 	}
 	if (e == SCHED_ECONFLICT) {
 		api_error(req, 409, "job_finished", field,
@@ -1938,8 +1939,8 @@ job_patch(struct api_req *req)
 	    (rc = api_cut_off_req(req, req->param[0], "reschedule")) != 0) {
 		if (rc == 1)
 			goto out;
-		e = sched_reschedule(ctx->sched, req->tenant, req->param[0],
-		    run_at);
+		e = rc == 3 ? SCHED_ECONFLICT : sched_reschedule(ctx->sched,
+		    req->tenant, req->param[0], run_at);
 	}
 	if (e == SCHED_ECONFLICT) {
 		api_error(req, 409, "job_not_waiting", NULL,

@@ -740,9 +740,12 @@ api_cut_off_req(struct api_req *req, const char *id, const char *what)
 	struct id_parts ip;
 	int owed = -1;
 
-	if (ctx->jrnl == NULL || id_parse(id, &ip) == 0 ||
-	    jrnl_get_job(ctx->jrnl, req->tenant, id, times_cb, &rt) !=
-	    JRNL_OK || !rt.found || rt.finished_ms != 0)
+	if (ctx->jrnl == NULL || jrnl_get_job(ctx->jrnl, req->tenant, id,
+	    times_cb, &rt) != JRNL_OK || !rt.found)
+		return 0;
+	if (rt.finished_ms != 0)
+		return 3;
+	if (id_parse(id, &ip) == 0)
 		return 0;
 	switch (api_cut_off(ctx, ctx->sched, req->tenant, id, rt.created_ms,
 	    clock_wall_ms(), &owed, what)) {

@@ -87,7 +87,10 @@ void	api_reply_unsettled(struct api_req *req);
  * A change to job id that Redis does not hold: when id is client-given and
  * its unfinished journal row is a push cut off before Redis made it
  * (api_cut_off()), 1 after answering 503 push_unsettled, or 2 when the job
- * was made now (make the change again); else 0, answer as before.
+ * was made now (make the change again); 3 when the journal holds it
+ * finished (Redis let it go after scheduler.retention, or its topic was
+ * deleted): the change is refused as for a finished job, as
+ * GET /v1/jobs/{id} shows it; else 0, answer as before.
  */
 int	api_cut_off_req(struct api_req *req, const char *id,
 	    const char *what);

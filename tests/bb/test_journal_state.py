@@ -156,8 +156,20 @@ def case_history(drv):
                   "retry_schedule", "next_attempt_ms", "attempts"):
             assert old[f] == live[f], (f, old[f], live[f])
         assert old["finished_ms"] == live["attempts"][-1]["at_ms"], old
+        # A change to it is refused as to a finished job, as GET shows it
+        # (not 404): a cancel, a reschedule, the original /delete.
+        for m, path, body, code in [
+                ("DELETE", "/v1/jobs/" + a, None, "job_finished"),
+                ("PATCH", "/v1/jobs/" + a, {"delay_ms": 1000},
+                 "job_not_waiting"),
+                ("GET", "/delete?id=" + a, None, "job_finished")]:
+            st, _, b = d.request(m, path, body, key=key)
+            assert st == 409 and b["error"]["code"] == code, (path, st, b)
+        assert L.ok(get(d, key, "/v1/jobs/" + a))["state"] == "delivered"
         # The journal's answer is the tenant's own, as Redis's is.
         st, _, b = get(d, other, "/v1/jobs/" + a)
+        assert st == 404 and b["error"]["code"] == "job_not_found", (st, b)
+        st, _, b = d.request("DELETE", "/v1/jobs/" + a, key=other)
         assert st == 404 and b["error"]["code"] == "job_not_found", (st, b)
         st, _, b = get(d, key, "/v1/jobs/0000000000000000")
         assert st == 404 and b["error"]["code"] == "job_not_found", (st, b)
@@ -436,7 +448,8 @@ def case_redrive(drv):
 
 D.each("delivered and cancelled never come back; dead comes back dead; "
        "a deduplicated push is not a second job", case_finished)
-D.each("GET /v1/jobs/{id} of a job Redis let go answers from the journal",
+D.each("GET /v1/jobs/{id} of a job Redis let go answers from the journal; "
+       "a cancel or reschedule of it is 409, as of a finished job",
        case_history)
 D.each("rescheduled and retrying jobs come back at their next attempt",
        case_due)
