@@ -690,17 +690,26 @@ test_bad_header_not_sent(void **state)
 
 /* --- concurrency ---------------------------------------------------- */
 
-static void
-test_keepalive(void **state)
+/* One thread; a request to /ok, then one to path: the second's result. */
+static struct slot *
+after_ok(struct fx *f, const char *path)
 {
-	struct fx *f = *state;
 	struct slot *s;
 
 	start_disp(f, 1, 1, 0, 0);
 	s = run_one(f, "/ok", 0);
 	assert_int_equal(s->res.kind, SCHEDULE_OK);
 	slot_clear(s);
-	s = run_one(f, "/status/500", 0);
+	return run_one(f, path, 0);
+}
+
+static void
+test_keepalive(void **state)
+{
+	struct fx *f = *state;
+	struct slot *s;
+
+	s = after_ok(f, "/status/500");
 	assert_int_equal(s->res.kind, SCHEDULE_HTTP);
 	assert_int_equal(tsrv_nreqs(f->srv), 2);
 	assert_int_equal(tsrv_accepts(f->srv), 1);
@@ -718,11 +727,7 @@ test_no_resend(void **state)
 	struct fx *f = *state;
 	struct slot *s;
 
-	start_disp(f, 1, 1, 0, 0);
-	s = run_one(f, "/ok", 0);
-	assert_int_equal(s->res.kind, SCHEDULE_OK);
-	slot_clear(s);
-	s = run_one(f, "/drop", 0);
+	s = after_ok(f, "/drop");
 	assert_int_equal(s->res.kind, SCHEDULE_CONNECT);
 	assert_int_equal(s->res.http_status, 0);
 	assert_non_null(strstr(s->res.error, "not sent again"));
