@@ -14,7 +14,9 @@
  *    a body that parses as JSON is shown as that value, else as a string.
  *  - The pending quota is read from Redis at most every 100 ms per tenant
  *    and taken from the cached count under a lock, so a burst cannot slip
- *    past it between two reads.
+ *    past it between two reads.  Jobs taken and not yet settled (on their
+ *    way through the journal to Redis) are counted apart and added to
+ *    each count read, which cannot hold them.
  *  - A duplicate is answered as one whatever the quota (an idempotent
  *    retry gets the answer the first push got): a client id, looked up
  *    for every push that has one, is looked up before the quota; a
@@ -528,7 +530,9 @@ api_job_parse(struct api_req *req, json_object *obj,
 struct quota_entry {
 	struct quota_entry	*next;
 	char			 tenant[REG_TENANT_MAX + 1];
-	int64_t			 pending;
+	int64_t			 pending;	/* the count, with ours since */
+	int64_t			 inflight;	/* taken, not settled yet */
+	int64_t			 made;		/* settled into Redis, ever */
 	int64_t			 read_mono_us;
 };
 
@@ -565,7 +569,7 @@ quota_try(struct api_req *req, const char *tenant, size_t n,
 	struct api_ctx *ctx = api_ctx_of(req);
 	struct registry_tenant t;
 	struct quota_entry *e;
-	int64_t counts[SCHED_NSTATES], limit, pending = 0, now;
+	int64_t counts[SCHED_NSTATES], limit, pending = 0, now, made0;
 	enum sched_err se;
 	enum reg_err re;
 	int fresh;
@@ -581,6 +585,7 @@ quota_try(struct api_req *req, const char *tenant, size_t n,
 	e = quota_find_locked(tenant, 1);
 	fresh = e->read_mono_us != 0 && now - e->read_mono_us < QUOTA_TTL_US &&
 	    now >= e->read_mono_us;
+	made0 = e->made;
 	pthread_mutex_unlock(&quota_lock);
 	if (!fresh) {
 		se = sched_counts(ctx->sched, tenant, NULL, counts);
@@ -593,7 +598,13 @@ quota_try(struct api_req *req, const char *tenant, size_t n,
 	}
 	pthread_mutex_lock(&quota_lock);
 	if (!fresh) {
-		e->pending = pending;
+		/*
+		 * Redis's count holds no job still on its way there, and
+		 * may or may not hold one made while it was read: both
+		 * are added (the latter perhaps twice, until the next
+		 * read), so the count is never less than the truth.
+		 */
+		e->pending = pending + e->inflight + (e->made - made0);
 		e->read_mono_us = now;
 	}
 	if (e->pending + (int64_t)n > limit) {
@@ -603,8 +614,29 @@ quota_try(struct api_req *req, const char *tenant, size_t n,
 		return 1;
 	}
 	e->pending += (int64_t)n;
+	e->inflight += (int64_t)n;
 	pthread_mutex_unlock(&quota_lock);
 	return 0;
+}
+
+/*
+ * The push of held jobs that quota_try() took is settled: made of them are
+ * in Redis now, the rest give their room back.
+ */
+static void
+quota_settle(const char *tenant, size_t held, size_t made)
+{
+	struct quota_entry *e;
+
+	if (held == 0)
+		return;
+	pthread_mutex_lock(&quota_lock);
+	if ((e = quota_find_locked(tenant, 0)) != NULL) {
+		e->inflight -= (int64_t)held;
+		e->pending -= (int64_t)(held - made);
+		e->made += (int64_t)made;
+	}
+	pthread_mutex_unlock(&quota_lock);
 }
 
 /* Answers 429 quota_exceeded for n jobs that did not fit. */
@@ -822,8 +854,7 @@ accept_destroy(struct api_accept *a)
 	struct api_accept_priv *p = a->priv;
 	size_t i;
 
-	if (p->quota_held > 0)
-		api_quota_refund(p->tenant, p->quota_held);
+	quota_settle(p->tenant, p->quota_held, 0);
 	for (i = 0; a->jobs != NULL && i < a->n; i++)
 		api_job_in_clear(&a->jobs[i]);
 	free(a->jobs);
@@ -1514,7 +1545,7 @@ accept_begin(struct api_req *req, struct api_accept *a)
 	rc = 0;
 out:
 	if (rc == -1) {
-		api_quota_refund(req->tenant, p->quota_held);
+		quota_settle(req->tenant, p->quota_held, 0);
 		p->quota_held = 0;
 	}
 	free(todo);
@@ -1606,7 +1637,7 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 	struct api_accept_priv *p = a->priv;
 	struct api_job_in *jobs = a->jobs;
 	enum jrnl_err je;
-	size_t i, n = a->n, unmade = 0, nvoid = 0;
+	size_t i, n = a->n, unmade = 0, nvoid = 0, back;
 	int64_t now;
 	int rc;
 
@@ -1630,7 +1661,7 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 		if (je != JRNL_OK) {
 			api_journal_refused(req, req->tenant, a->t->name,
 			    n, je);
-			api_quota_refund(req->tenant, p->quota_held);
+			quota_settle(req->tenant, p->quota_held, 0);
 			p->quota_held = 0;
 			return -1;
 		}
@@ -1674,8 +1705,9 @@ api_jobs_accept(struct api_req *req, struct api_accept *a)
 	}
 	api_journal_settle(req, req->tenant, nvoid);
 	/* Each repeat that took no room is one of the unmade. */
-	api_quota_refund(req->tenant, unmade > p->quota_free ?
-	    unmade - p->quota_free : 0);
+	back = unmade > p->quota_free ? unmade - p->quota_free : 0;
+	quota_settle(req->tenant, p->quota_held, back < p->quota_held ?
+	    p->quota_held - back : 0);
 	p->quota_held = 0;
 	return 0;
 }

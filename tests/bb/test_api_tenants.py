@@ -227,6 +227,28 @@ def _():
                          {"max_pending": 3}), 404, "tenant_not_found")
 
 
+@t.test("pushes of a fresh tenant together, each filling its quota: "
+        "one is made, the others are 429, none gets past it")
+def _():
+    # Each push that finds the quota's count stale reads it from Redis;
+    # one that read it while the others' jobs were on their way to Redis
+    # used to write that count over theirs, and so let more in.
+    quota, n = 100, 10
+    for _round in range(3):
+        name, key = E.tenant(max_pending=quota)
+        q = E.topic(key)["name"]
+        batch = {"jobs": [{"delay_ms": 3600000, "body": i}
+                          for i in range(quota)]}
+
+        def push():
+            return E.req("POST", "/v1/topics/%s/jobs:batch" % q, batch,
+                         key=key)[0]
+        got = sorted(harness.at_once([push] * n))
+        assert got == [200] + [429] * (n - 1), got
+        st, _, b = E.admin("GET", "/v1/tenants/" + name)
+        assert st == 200 and b["counts"]["scheduled"] == quota, b
+
+
 @t.test("max_in_flight: at creation, set and cleared by PATCH, shown in "
         "force and as the override; bad values 400 naming it")
 def _():
