@@ -9,13 +9,19 @@
  * Key decision: a context that failed is never reused, and one failure also
  * closes every idle context of its node, because the usual cause (Redis
  * restarted, a network cut) has broken them all: the next callers reconnect
- * at once instead of each discovering a dead socket in turn.  "Unreachable"
+ * at once instead of each discovering a dead socket in turn.  An idle
+ * context is also looked at before it is handed out (idle_dead(): one
+ * poll(), no round trip): one whose server closed it while it sat in the
+ * pool (Redis restarted while this instance had nothing to ask) goes, with
+ * the rest of its node's, instead of failing its caller's command.
+ * "Unreachable"
  * is logged once per outage, and "reachable again" once when it ends.  On a
  * single Redis the routing is a pass-through to the caller's context.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -264,21 +270,56 @@ node_name(const struct redis_target *t, char *out, size_t len)
 		snprintf(out, len, "%s:%d", t->host, t->port);
 }
 
+/*
+ * 1 when an idle context's socket is readable: nothing is owed to it, so
+ * its server closed it (or broke the protocol), and a command on it would
+ * fail.
+ */
+static int
+idle_dead(const redisContext *c)
+{
+	struct pollfd pfd;
+	int r;
+
+	pfd.fd = c->fd;
+	pfd.events = POLLIN;
+#ifdef POLLRDHUP
+	pfd.events |= POLLRDHUP;
+#endif
+	pfd.revents = 0;
+	while ((r = poll(&pfd, 1, 0)) == -1 && errno == EINTR)
+		;
+	return r != 0;
+}
+
 /* A context of node i: an idle one, or a new one; NULL (logged once). */
 static redisContext *
 node_get(struct sched_pool *p, int i)
 {
 	struct redis_target t;
 	struct pool_node *n;
-	redisContext *c = NULL;
+	redisContext *c = NULL, **drop = NULL;
 	char why[512], name[300];
+	int ndrop = 0, k;
 
 	pthread_mutex_lock(&p->lock);
 	n = p->nodes[i];
 	if (n->nidle > 0)
 		c = n->idle[--n->nidle];
+	if (c != NULL && idle_dead(c)) {
+		/* The others most likely went with it: close them. */
+		drop = xcalloc((size_t)n->nidle + 1, sizeof(*drop));
+		for (k = 0; k < n->nidle; k++)
+			drop[ndrop++] = n->idle[k];
+		n->nidle = 0;
+		drop[ndrop++] = c;
+		c = NULL;
+	}
 	t = n->t;
 	pthread_mutex_unlock(&p->lock);
+	for (k = 0; k < ndrop; k++)
+		redisFree(drop[k]);
+	free(drop);
 	if (c != NULL)
 		return c;
 

@@ -3050,6 +3050,41 @@ test_redis_errors_pipelined(void **state)
 	sched_pool_free(p);
 }
 
+/*
+ * A pooled context whose Redis went away while it sat idle (restarted, its
+ * data lost) is not handed out: the next command runs on a new one instead
+ * of failing (an instance with nothing to ask while another rebuilt
+ * Redis lost delivery outcomes so).  Restarts the shared server: last.
+ */
+static void
+test_pool_idle_after_restart(void **state)
+{
+	struct redis_target t;
+	struct sched_pool *p;
+	redisContext *c, *d;
+	redisReply *r;
+	char why[256];
+	int broken = 0;
+
+	(void)state;
+	assert_int_equal(sched_redis_url_parse(test_redis.url, &t, why,
+	    sizeof(why)), 0);
+	p = sched_pool_new(&t, 1, 2000, 4);
+	assert_non_null(c = sched_pool_get(p));
+	assert_non_null(d = sched_pool_get(p));
+	sched_pool_put(p, c, 0);
+	sched_pool_put(p, d, 0);
+	assert_int_equal(redisfix_restart(&test_redis, 0), 0);
+	assert_non_null(c = sched_pool_get(p));
+	r = sched_pool_command(p, c, &broken, NULL, "PING");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	assert_int_equal(broken, 0);
+	sched_pool_put(p, c, 0);
+	sched_pool_free(p);
+}
+
 /* ---- burst and memory --------------------------------------------------- */
 
 static long long
@@ -3296,6 +3331,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_burst_bounded, setup,
 		    teardown),
+		cmocka_unit_test(test_pool_idle_after_restart),
 	};
 
 	log_init("test_sched", LOG_LVL_WARN);
