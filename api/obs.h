@@ -15,6 +15,8 @@
 
 #include <stdint.h>
 
+struct sched;
+
 struct api_ctx;
 
 /* The lateness buckets of the per-minute series, milliseconds (+Inf last). */
@@ -32,5 +34,12 @@ void	obs_stats_lateness(const char *tenant, const char *topic,
 	    int64_t late_ms, int64_t now_ms);
 /* stats.c: entries lost (table full, Redis down at flush). */
 uint64_t obs_stats_dropped(void);
+/*
+ * A deleted topic's series (topic NULL: every topic of a deleted tenant)
+ * leave Redis and the table, so one made again with the name starts with
+ * none.
+ */
+void	obs_stats_forget(struct sched *s, const char *tenant,
+	    const char *topic);
 
 #endif

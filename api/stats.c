@@ -336,6 +336,111 @@ out:
 	list_free(all);
 }
 
+/* Drops the pending entries of tenant's topic (NULL: all its topics). */
+static void
+table_drop(const char *tenant, const char *topic)
+{
+	struct entry **pp, *e;
+	size_t i, j, n = 0;
+
+	pthread_once(&stripes_once, stripes_init);
+	for (i = 0; i < STATS_STRIPES; i++) {
+		pthread_mutex_lock(&stripes[i].lock);
+		for (j = 0; j < STATS_CHAINS; j++)
+			for (pp = &stripes[i].chain[j]; (e = *pp) != NULL;) {
+				if (strcmp(e->tenant, tenant) != 0 ||
+				    (topic != NULL &&
+				    strcmp(e->topic, topic) != 0)) {
+					pp = &e->next;
+					continue;
+				}
+				*pp = e->next;
+				free(e);
+				n++;
+			}
+		pthread_mutex_unlock(&stripes[i].lock);
+	}
+	__atomic_sub_fetch(&nentries, n, __ATOMIC_RELAXED);
+}
+
+/*
+ * The keys of the tenant's series matching pattern, found with SCAN on
+ * the node of its hash tag, each removed (UNLINK); -1 when Redis failed.
+ */
+static int
+keys_drop(struct sched_pool *pool, redisContext *c, const char *tenant,
+    const char *pattern)
+{
+	char route[STATS_KEY_MAX], cursor[32] = "0";
+	struct sched_pipe *q;
+	redisReply *sr, *r, *k;
+	size_t i;
+	int broken = 0;
+
+	key_of(route, sizeof(route), tenant, "-", 0);
+	do {
+		q = sched_pipe_new(pool, c);
+		sched_pipe_append(q, route, "SCAN %s MATCH %s COUNT 1000",
+		    cursor, pattern);
+		if (sched_pipe_getreply(q, (void **)&sr) != REDIS_OK) {
+			sched_pipe_free(q);
+			return -1;
+		}
+		sched_pipe_free(q);
+		if (sr == NULL || sr->type != REDIS_REPLY_ARRAY ||
+		    sr->elements != 2 ||
+		    sr->element[0]->type != REDIS_REPLY_STRING ||
+		    sr->element[1]->type != REDIS_REPLY_ARRAY) {
+			freeReplyObject(sr);
+			return -1;
+		}
+		snprintf(cursor, sizeof(cursor), "%s", sr->element[0]->str);
+		k = sr->element[1];
+		q = sched_pipe_new(pool, c);
+		for (i = 0; i < k->elements; i++)
+			sched_pipe_append(q, k->element[i]->str, "UNLINK %s",
+			    k->element[i]->str);
+		for (i = 0; i < k->elements && !broken; i++) {
+			if (sched_pipe_getreply(q, (void **)&r) != REDIS_OK)
+				broken = 1;
+			else
+				freeReplyObject(r);
+		}
+		sched_pipe_free(q);
+		freeReplyObject(sr);
+	} while (!broken && strcmp(cursor, "0") != 0);
+	return broken ? -1 : 0;
+}
+
+void
+obs_stats_forget(struct sched *s, const char *tenant, const char *topic)
+{
+	char pattern[STATS_KEY_MAX + 4];
+	struct sched_pool *pool;
+	redisContext *c;
+	int rc;
+
+	if (tenant == NULL || !api_valid_tenant(tenant) ||
+	    (topic != NULL && !api_valid_topic(topic)))
+		return;
+	table_drop(tenant, topic);
+	if (s == NULL || (pool = sched_pool(s)) == NULL ||
+	    (c = sched_pool_get(pool)) == NULL) {
+		log_warnx("stats: %s%s%s: its last two hours of series stay "
+		    "(Redis is unavailable)", tenant, topic ? "/" : "",
+		    topic ? topic : "");
+		return;
+	}
+	/* Names hold no glob character: the pattern is the names. */
+	snprintf(pattern, sizeof(pattern), "rd:stats:{%s}:%s%s*", tenant,
+	    topic != NULL ? topic : "", topic != NULL ? ":" : "");
+	if ((rc = keys_drop(pool, c, tenant, pattern)) == -1)
+		log_warnx("stats: %s%s%s: cannot remove its series: %s",
+		    tenant, topic ? "/" : "", topic ? topic : "",
+		    c->errstr[0] != '\0' ? c->errstr : "Redis refused");
+	sched_pool_put(pool, c, rc == -1);
+}
+
 static void *
 flusher_main(void *arg)
 {

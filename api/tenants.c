@@ -35,6 +35,7 @@
 
 #include "api/api.h"
 #include "api/internal.h"
+#include "api/obs.h"
 #include "api/validate.h"
 #include "conf.h"
 #include "dispatcher/dispatcher.h"
@@ -494,6 +495,7 @@ api_drop_jobs(struct api_ctx *ctx, const char *tenant, const char *topic,
 	e = topic != NULL ? sched_drop_topic(ctx->sched, tenant, topic, &n) :
 	    sched_drop_tenant(ctx->sched, tenant, &n);
 	api_quota_forget(tenant);
+	obs_stats_forget(ctx->sched, tenant, topic);
 	if (e != SCHED_OK) {
 		api_sched_describe(e, topic != NULL ? "topic" : "tenant", d);
 		return -1;

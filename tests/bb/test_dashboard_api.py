@@ -165,6 +165,44 @@ def _():
     bad.stop()
 
 
+@t.test("a deleted topic's or tenant's stats go with it: made again with "
+        "the name, it starts with none")
+def _():
+    name, key = E.tenant()
+    rcv = harness.Receiver(script="200")
+    topics = [unique("q"), unique("q")]
+    for q in topics:
+        E.topic(key, q, callback_url=rcv.url("/hook"))
+        E.push(key, q, {"q": q})
+    rcv.wait_count(2)
+
+    def delivered(k, q):
+        return stats(E, k, q)["total"]["delivered"]
+
+    def overview(k):
+        st, _, b = E.req("GET", "/v1/stats", key=k)
+        assert st == 200, (st, b)
+        return {x["name"]: x["last_hour"]["delivered"] for x in b["topics"]}
+    for q in topics:
+        harness.wait_for(lambda: delivered(key, q) == 1,
+                         what="the delivery in the stats")
+    st, _, _ = E.req("DELETE", "/v1/topics/" + topics[0], key=key)
+    assert st == 204, st
+    E.topic(key, topics[0], callback_url=rcv.url("/hook"))
+    assert delivered(key, topics[0]) == 0
+    assert delivered(key, topics[1]) == 1
+    st, _, _ = E.admin("DELETE", "/v1/tenants/" + name)
+    assert st == 204, st
+    st, _, b = E.admin("POST", "/v1/tenants", {"name": name})
+    assert st == 201, (st, b)
+    key = b["api_key"]
+    for q in topics:
+        E.topic(key, q, mode="pull")
+        assert delivered(key, q) == 0
+    assert overview(key) == {q: 0 for q in topics}, overview(key)
+    rcv.stop()
+
+
 @t.test("isolation: another tenant's topic is 404; /v1/stats shows only "
         "one's own")
 def _():
