@@ -135,6 +135,8 @@ static const struct conf_key conf_keys[] = {
 	NUM("limits.rate", CT_INT, limit_rate, "0", 0, 10000000, 1),
 	NUM("limits.max_wait", CT_DURATION, limit_max_wait_ms, "60s", 0,
 	    3600000, 1),
+	NUM("limits.max_waiting", CT_INT, limit_max_waiting, "0", 0, 10000000,
+	    1),
 	NUM("limits.batch", CT_INT, limit_batch, "1000", 1, 100000, 1),
 	NUM("shutdown.grace", CT_DURATION, shutdown_grace_ms, "10s", 0,
 	    3600000, 1),

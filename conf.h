@@ -69,6 +69,8 @@ struct conf {
 	int64_t	 limit_max_pending;
 	int64_t	 limit_rate;		/* requests/s per key; 0 = off */
 	int64_t	 limit_max_wait_ms;	/* longest reserve long-poll */
+	int64_t	 limit_max_waiting;	/* reserves per tenant; 0: half of
+					   http_max_connections */
 	int64_t	 limit_batch;		/* jobs per batch push */
 	/* shutdown */
 	int64_t	 shutdown_grace_ms;	/* reloadable */

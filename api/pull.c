@@ -91,7 +91,16 @@ struct waiter {
 	int		 original;	/* GET /get/{topic} */
 	uint64_t	 gen;		/* the list's, before Redis was asked */
 	struct pull_op	*op;		/* the reserve queued, or NULL */
+	int		 counted;	/* in its tenant's waiting count */
+	char		 tenant[API_TENANT_MAX + 1];
 	char		 topic[API_TOPIC_MAX + 1];
+};
+
+/* A tenant's reserves in progress or waiting (limits.max_waiting). */
+struct twait {
+	struct twait	*next;
+	int64_t		 n;
+	char		 tenant[API_TENANT_MAX + 1];
 };
 
 static pthread_mutex_t pull_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -99,6 +108,7 @@ static pthread_cond_t pull_cond;
 static pthread_t pull_thr;
 static int pull_started, pull_stopping;
 static struct wlist *pull_table[PULL_BUCKETS];
+static struct twait *twait_table[PULL_BUCKETS];
 static struct waiter **heap;
 static size_t heap_len, heap_cap;
 
@@ -229,6 +239,50 @@ wlist_unref(struct wlist *l)
 	free(l);
 }
 
+/*
+ * Counts one more reserve of tenant unless it has cap already: 0, or -1
+ * with *n its count (pull_lock held).
+ */
+static int
+twait_take(const char *tenant, int64_t cap, int64_t *n)
+{
+	uint32_t b = str_hash(STR_HASH_INIT, tenant) % PULL_BUCKETS;
+	struct twait *t;
+
+	for (t = twait_table[b]; t != NULL; t = t->next)
+		if (strcmp(t->tenant, tenant) == 0)
+			break;
+	if (t != NULL && t->n >= cap) {
+		*n = t->n;
+		return -1;
+	}
+	if (t == NULL) {
+		t = xcalloc(1, sizeof(*t));
+		snprintf(t->tenant, sizeof(t->tenant), "%s", tenant);
+		t->next = twait_table[b];
+		twait_table[b] = t;
+	}
+	t->n++;
+	return 0;
+}
+
+/* One reserve of tenant less (pull_lock held). */
+static void
+twait_give(const char *tenant)
+{
+	uint32_t b = str_hash(STR_HASH_INIT, tenant) % PULL_BUCKETS;
+	struct twait **pp, *t;
+
+	for (pp = &twait_table[b]; (t = *pp) != NULL; pp = &t->next)
+		if (strcmp(t->tenant, tenant) == 0) {
+			if (--t->n == 0) {
+				*pp = t->next;
+				free(t);
+			}
+			return;
+		}
+}
+
 static void
 waiter_link(struct waiter *w)
 {
@@ -283,6 +337,8 @@ waiter_free(void *p)
 	waiter_unlink(w);
 	if (w->list != NULL)
 		wlist_unref(w->list);
+	if (w->counted)
+		twait_give(w->tenant);
 	pthread_mutex_unlock(&pull_lock);
 	pull_op_release(w->op);
 	free(w);
@@ -532,6 +588,8 @@ reserve_begin(struct api_req *req, const char *topic, int original)
 	int64_t maxw = CONF_GET(limit_max_wait_ms), wait_ms, want = 0;
 	int64_t dflt = PULL_WAIT_DEFAULT_MS < maxw ? PULL_WAIT_DEFAULT_MS :
 	    maxw;
+	int64_t cap = CONF_GET(limit_max_waiting), n;
+	int full;
 
 	if (api_topic_load(req, topic, &t) == -1)
 		return -1;
@@ -548,7 +606,26 @@ reserve_begin(struct api_req *req, const char *topic, int original)
 		registry_topic_free(t);
 		return -1;
 	}
+	if (cap == 0)
+		cap = conf.http_max_connections / 2 > 0 ?
+		    conf.http_max_connections / 2 : 1;
+	pthread_mutex_lock(&pull_lock);
+	full = twait_take(req->tenant, cap, &n) == -1;
+	pthread_mutex_unlock(&pull_lock);
+	if (full) {
+		registry_topic_free(t);
+		/* The connection too: the slot is what others lack. */
+		api_add_header(req, "Retry-After", "1");
+		api_add_header(req, "Connection", "close");
+		api_error(req, 429, "too_many_waiting", NULL, "tenant %s has "
+		    "%lld reserves waiting on this instance, its most "
+		    "(limits.max_waiting); try again later", req->tenant,
+		    (long long)n);
+		return -1;
+	}
 	w = xcalloc(1, sizeof(*w));
+	w->counted = 1;
+	snprintf(w->tenant, sizeof(w->tenant), "%s", req->tenant);
 	w->req = req;
 	w->ttr_ms = t->ttr_ms;
 	w->many = want > 0;

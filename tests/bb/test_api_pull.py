@@ -421,5 +421,46 @@ def _():
     assert st == 200 and b["state"] == "delivered", (st, b)
 
 
+@t.test("limits.max_waiting: a tenant's reserves past it are 429 with "
+        "Retry-After and the connection closed; another tenant's are not")
+def _():
+    e = Env(config={"limits": {"max_waiting": 3}})
+    try:
+        _, ka = e.tenant()
+        _, kb = e.tenant()
+        qa = e.topic(ka)["name"]
+        qa2 = e.topic(ka)["name"]
+        qb = e.topic(kb)["name"]
+        got = []
+
+        def wait(q):
+            got.append(e.reserve(ka, q, 30000))
+        ths = [threading.Thread(target=wait, args=(q,))
+               for q in (qa, qa, qa2)]
+        for th in ths:
+            th.start()
+        # Its three wait; a fourth, on either topic, is refused at once.
+        st, h, b = harness.wait_for(
+            lambda: (lambda r: r if r[0] == 429 else None)(
+                e.reserve(ka, qa2, 0)), what="the fourth refused")
+        assert b["error"]["code"] == "too_many_waiting", b
+        assert h.get("Retry-After") == "1", h
+        assert h.get("Connection", "").lower() == "close", h
+        st, _, _ = e.reserve(kb, qb, 0)
+        assert st == 204, st
+        # One of them gets a job and ends: room for one again.
+        j = e.push(ka, qa, {"n": 1})
+        harness.wait_for(lambda: len(got) == 1, what="a waiter served")
+        assert got[0][0] == 200 and got[0][2]["id"] == j["id"], got
+        assert e.reserve(ka, qa2, 0)[0] == 204
+        e.push(ka, qa, {"n": 2})
+        e.push(ka, qa2, {"n": 3})
+        for th in ths:
+            th.join(30)
+        assert sorted(r[0] for r in got) == [200, 200, 200], got
+    finally:
+        e.stop()
+
+
 E.stop()
 t.done()
