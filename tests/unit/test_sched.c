@@ -2955,6 +2955,17 @@ test_conn_seeds(void **state)
 	assert_int_equal(t[SCHED_SEEDS_MAX - 1].port, 7015);
 }
 
+/* A pool of the test's Redis, its target in *t. */
+static struct sched_pool *
+test_pool(struct redis_target *t)
+{
+	char why[256];
+
+	assert_int_equal(sched_redis_url_parse(test_redis.url, t, why,
+	    sizeof(why)), 0);
+	return sched_pool_new(t, 1, 2000, 4);
+}
+
 /*
  * retryd_redis_errors_total counts the scheduler's failures: a connection
  * not made, an error reply to a routed command, a context given back
@@ -2972,9 +2983,7 @@ test_redis_errors_counted(void **state)
 	int broken = 0;
 
 	(void)state;
-	assert_int_equal(sched_redis_url_parse(test_redis.url, &t, why,
-	    sizeof(why)), 0);
-	p = sched_pool_new(&t, 1, 2000, 4);
+	p = test_pool(&t);
 	assert_non_null(c = sched_pool_get(p));
 	e0 = sched_redis_errors();
 	r = sched_pool_command(p, c, &broken, NULL, "PING");
@@ -3012,16 +3021,13 @@ test_redis_errors_pipelined(void **state)
 	redisContext *c;
 	redisReply *r;
 	uint64_t e0;
-	char why[256];
 	void *rep;
 	int i;
 	static const int want[] = { REDIS_REPLY_STATUS, REDIS_REPLY_ERROR,
 	    REDIS_REPLY_ERROR, REDIS_REPLY_INTEGER };
 
 	(void)state;
-	assert_int_equal(sched_redis_url_parse(test_redis.url, &t, why,
-	    sizeof(why)), 0);
-	p = sched_pool_new(&t, 1, 2000, 4);
+	p = test_pool(&t);
 	assert_non_null(c = sched_pool_get(p));
 	assert_int_equal(sched_pool_cluster(p), 0);
 	e0 = sched_redis_errors();
@@ -3063,13 +3069,10 @@ test_pool_idle_after_restart(void **state)
 	struct sched_pool *p;
 	redisContext *c, *d;
 	redisReply *r;
-	char why[256];
 	int broken = 0;
 
 	(void)state;
-	assert_int_equal(sched_redis_url_parse(test_redis.url, &t, why,
-	    sizeof(why)), 0);
-	p = sched_pool_new(&t, 1, 2000, 4);
+	p = test_pool(&t);
 	assert_non_null(c = sched_pool_get(p));
 	assert_non_null(d = sched_pool_get(p));
 	sched_pool_put(p, c, 0);
