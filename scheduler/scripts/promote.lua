@@ -7,14 +7,31 @@
 -- KEYS: 1 pool, 2 delays of the topic, 3 heads, 4 ready of the topic,
 --       5 ready topics, 6 counts
 -- ARGV: 1 now, 2 topic, 3 batch, 4 tag "TENANT:SHARD"
+-- A call moves at most PROMOTE_BYTES of records (at least one job),
+-- judged by the size of its first: each record is read and written whole
+-- to change its state byte, and a timer pass sends every slot's promote
+-- in one pipeline, so a burst of large bodies would hold up the pass, and
+-- with it every other tenant's due jobs, for as long as its bytes take.
 -- Returns {moved, more (1: more are due now), shard head (-1: none),
 -- id key, from state .. short record (state, priority, attempts, due,
 -- topic; no body), ...} for the jobs moved.  Never moves a job whose due
 -- time is after now.
+local PROMOTE_BYTES = 262144
 local now = now_ms()
 local topic, batch, tag = ARGV[2], ARGV[3], ARGV[4]
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', n2s(now),
     'LIMIT', '0', batch)
+if #ids > 1 then
+	local fit = math.floor(PROMOTE_BYTES /
+	    math.max(redis.call('HSTRLEN', KEYS[1], ids[1]), 1))
+	if fit < #ids then
+		local keep = {}
+		for i = 1, math.max(fit, 1) do
+			keep[i] = ids[i]
+		end
+		ids = keep
+	end
+end
 local out = {0, 0, -1}
 local moved, nsched, nretry = 0, 0, 0
 if #ids > 0 then

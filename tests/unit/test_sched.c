@@ -3088,6 +3088,74 @@ test_pool_idle_after_restart(void **state)
 	sched_pool_free(p);
 }
 
+/*
+ * A promote call moves at most 256 KiB of records, at least one job:
+ * records are copied whole to change their state byte, and a timer pass
+ * waits for every slot's call, so a burst of large bodies held up every
+ * other tenant's due jobs for as long as its bytes took.  Small records
+ * still go a whole batch a call.  One shard, a scheduler not started (no
+ * timer of its own to promote meanwhile).
+ */
+static void
+test_promote_bytes(void **state)
+{
+	struct sched_config cfg;
+	struct sched_hooks h;
+	struct sched_push p;
+	struct sched_push_result res;
+	struct sched *s;
+	redisContext *c;
+	char why[256], id[ID_LEN + 1], *body;
+	const char *topic;
+	int64_t head, due = clock_wall_ms() - 1;
+	int i, k, moved, more, broken = 0;
+	static const size_t sizes[] = { 100000, 300000, 100 };
+	static const int want[][4] = {
+		{ 2, 2, 1, 0 },		/* 2.6 fit: two a call */
+		{ 1, 1, 1, 0 },		/* over it alone: one a call */
+		{ 5, 0, 0, 0 },		/* small: all at once */
+	};
+
+	(void)state;
+	flush_redis(&test_redis);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.redis_url = test_redis.url;
+	cfg.redis_timeout_ms = 2000;
+	cfg.shards = 1;
+	cfg.batch = 100;
+	cfg.instance = "bytes";
+	cfg.fake_clock = 1;
+	memset(&h, 0, sizeof(h));
+	assert_non_null(s = sched_new(&cfg, &h, why, sizeof(why)));
+	body = xmalloc(300000);
+	memset(body, 'x', 300000);
+	for (k = 0; k < 3; k++) {
+		topic = k == 0 ? "big" : k == 1 ? "huge" : "small";
+		for (i = 0; i < (k == 1 ? 3 : 5); i++) {
+			memset(&p, 0, sizeof(p));
+			sched_new_id(s, NULL, id);
+			p.tenant = T_TENANT;
+			p.topic = topic;
+			p.id = id;
+			p.body = body;
+			p.body_len = sizes[k];
+			p.run_at_ms = due;
+			assert_int_equal(sched_push(s, &p, &res), SCHED_OK);
+		}
+		assert_non_null(c = sched_pool_get(sched_pool(s)));
+		for (i = 0; i < 4; i++) {
+			assert_int_equal(sched_st_promote(s, c, T_TENANT, 0,
+			    topic, &moved, &more, &head, &broken), SCHED_OK);
+			assert_int_equal(moved, want[k][i]);
+			assert_int_equal(more, want[k][i + 1 < 4 ? i + 1 : 3] >
+			    0);
+		}
+		sched_pool_put(sched_pool(s), c, broken);
+	}
+	free(body);
+	sched_free(s);
+}
+
 /* ---- burst and memory --------------------------------------------------- */
 
 static long long
@@ -3334,6 +3402,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_burst_bounded, setup,
 		    teardown),
+		cmocka_unit_test(test_promote_bytes),
 		cmocka_unit_test(test_pool_idle_after_restart),
 	};
 
