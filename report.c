@@ -74,7 +74,7 @@ item_free(struct item *it)
 static void
 released(const struct item *it, enum sched_err e)
 {
-	if (e != SCHED_OK && e != SCHED_ESTALE)
+	if (e != SCHED_OK && e != SCHED_ESTALE && e != SCHED_ENOTFOUND)
 		log_warnx("tenant=%s job=%s: cannot hand the job back: %s "
 		    "(it returns when its deadline passes)", it->tenant, it->id,
 		    sched_strerror(e));
@@ -94,6 +94,11 @@ reported(const struct item *it, enum sched_err e,
 	else if (e == SCHED_ESTALE)
 		log_obj(LOG_LVL_INFO, &lo, "outcome ignored: the job was "
 		    "reserved again after its deadline passed");
+	else if (e == SCHED_ENOTFOUND)
+		/* A forced delete with callbacks in flight: one a job. */
+		log_obj(LOG_LVL_INFO, &lo, "outcome not recorded: the job "
+		    "is no longer in Redis (its topic or tenant was deleted, "
+		    "or Redis lost it and the journal brings it back)");
 	else
 		log_obj(LOG_LVL_WARN, &lo, "cannot record the outcome: %s "
 		    "(the job returns when its deadline passes)",

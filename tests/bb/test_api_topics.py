@@ -302,6 +302,29 @@ def _():
         rcv.stop()
 
 
+@t.test("DELETE ?force=true with callbacks in flight: their outcomes are "
+        "not recorded, said at info level, not warned of one by one")
+def _():
+    rcv = harness.Receiver(script="hold=200")
+    try:
+        name, key = E.tenant()
+        q = E.topic(key, callback_url=rcv.url("/hook"),
+                    retry_schedule="<0>")["name"]
+        for i in range(3):
+            E.push(key, q, {"n": i})
+        rcv.wait_count(3)
+        mark = E.d.log_mark()
+        st, _, _ = E.req("DELETE", "/v1/topics/%s?force=true" % q, key=key)
+        assert st == 204
+        rcv.release()
+        harness.wait_for(lambda: E.d.log(mark).count(
+            "outcome not recorded: the job is no longer in Redis") == 3,
+            what="three outcomes not recorded")
+        assert "cannot record the outcome" not in E.d.log(mark)
+    finally:
+        rcv.stop()
+
+
 @t.test("POST /secret rotates; a given secret is taken; bad ones are 400")
 def _():
     q = E.topic(KEY, callback_url=URL)
