@@ -292,6 +292,36 @@ idle_dead(const redisContext *c)
 	return r != 0;
 }
 
+/*
+ * Takes every idle context of n out of the pool, with c (under lock): one
+ * failure's usual cause (Redis restarted, a network cut) has broken them
+ * all.  The caller closes them with drop_all() once the lock is let go.
+ */
+static redisContext **
+idle_take_locked(struct pool_node *n, redisContext *c, int *ndrop)
+{
+	redisContext **drop;
+	int i;
+
+	drop = xcalloc((size_t)n->nidle + 1, sizeof(*drop));
+	for (i = 0; i < n->nidle; i++)
+		drop[i] = n->idle[i];
+	drop[i] = c;
+	*ndrop = n->nidle + 1;
+	n->nidle = 0;
+	return drop;
+}
+
+static void
+drop_all(redisContext **drop, int ndrop)
+{
+	int i;
+
+	for (i = 0; i < ndrop; i++)
+		redisFree(drop[i]);
+	free(drop);
+}
+
 /* A context of node i: an idle one, or a new one; NULL (logged once). */
 static redisContext *
 node_get(struct sched_pool *p, int i)
@@ -300,26 +330,19 @@ node_get(struct sched_pool *p, int i)
 	struct pool_node *n;
 	redisContext *c = NULL, **drop = NULL;
 	char why[512], name[300];
-	int ndrop = 0, k;
+	int ndrop = 0;
 
 	pthread_mutex_lock(&p->lock);
 	n = p->nodes[i];
 	if (n->nidle > 0)
 		c = n->idle[--n->nidle];
 	if (c != NULL && idle_dead(c)) {
-		/* The others most likely went with it: close them. */
-		drop = xcalloc((size_t)n->nidle + 1, sizeof(*drop));
-		for (k = 0; k < n->nidle; k++)
-			drop[ndrop++] = n->idle[k];
-		n->nidle = 0;
-		drop[ndrop++] = c;
+		drop = idle_take_locked(n, c, &ndrop);
 		c = NULL;
 	}
 	t = n->t;
 	pthread_mutex_unlock(&p->lock);
-	for (k = 0; k < ndrop; k++)
-		redisFree(drop[k]);
-	free(drop);
+	drop_all(drop, ndrop);
 	if (c != NULL)
 		return c;
 
@@ -388,21 +411,14 @@ sched_pool_put(struct sched_pool *p, redisContext *c, int broken)
 		return;
 	}
 	n = p->nodes[i];
-	if (broken) {
-		/* The others most likely share the failure: close them. */
-		drop = xcalloc((size_t)n->nidle + 1, sizeof(*drop));
-		for (i = 0; i < n->nidle; i++)
-			drop[ndrop++] = n->idle[i];
-		n->nidle = 0;
-		drop[ndrop++] = c;
-	} else if (n->nidle < p->max_idle) {
+	if (broken)
+		drop = idle_take_locked(n, c, &ndrop);
+	else if (n->nidle < p->max_idle) {
 		n->idle[n->nidle++] = c;
 		c = NULL;
 	}
 	pthread_mutex_unlock(&p->lock);
-	for (i = 0; i < ndrop; i++)
-		redisFree(drop[i]);
-	free(drop);
+	drop_all(drop, ndrop);
 	if (!broken && c != NULL)
 		redisFree(c);
 }
