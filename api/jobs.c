@@ -1992,12 +1992,9 @@ out:
 static void
 job_retry(struct api_req *req)
 {
-	static const char *const none[] = { NULL };
 	struct api_ctx *ctx = api_ctx_of(req);
-	json_object *body = NULL;
 	char holder[ID_LEN + 65];
 	enum sched_err e;
-	int bad;
 
 	if (req->state != NULL) {	/* called again: journaled */
 		if (api_change_durable(req, NULL) == 0)
@@ -2006,11 +2003,7 @@ job_retry(struct api_req *req)
 	}
 	if (api_check_job_id(req, req->param[0]) == -1)
 		return;
-	/* No body, or an empty object (as POST /v1/tenants/{name}/keys). */
-	bad = req->body.len > 0 && (api_body_json(req, &body) == -1 ||
-	    api_json_only(req, body, none, "") == -1);
-	json_object_put(body);
-	if (bad)
+	if (api_body_none(req) == -1)
 		return;
 	e = sched_retry(ctx->sched, req->tenant, req->param[0], holder);
 	if (e == SCHED_ECONFLICT && holder[0] != '\0') {

@@ -606,21 +606,9 @@ key_create(struct api_req *req)
 
 	if (load_tenant(req, &t) == -1)
 		return;
-	/* A body is optional; when given it must be a JSON object. */
-	if (req->body.len > 0) {
-		json_object *body;
-
-		if (api_body_json(req, &body) == -1)
-			return;
-		if (json_object_object_length(body) > 0) {
-			static const char *const none[] = { NULL };
-
-			api_json_only(req, body, none, "");
-			json_object_put(body);
-			return;
-		}
-		json_object_put(body);
-	}
+	/* A body is optional; when given it must be an empty object. */
+	if (api_body_none(req) == -1)
+		return;
 	e = registry_key_create(ctx->reg, t.name, now, api_key, key_id);
 	if (e != REG_OK) {
 		api_reg_error(req, e, "tenant");

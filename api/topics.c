@@ -696,11 +696,8 @@ redrive_work(struct api_defer *dd)
 static void
 dead_redrive(struct api_req *req)
 {
-	static const char *const none[] = { NULL };
 	struct redrive_work *rw = req->state;
 	struct registry_topic *t;
-	json_object *body = NULL;
-	int bad;
 
 	if (rw != NULL) {
 		api_defer_answer(req, &rw->d);
@@ -708,11 +705,7 @@ dead_redrive(struct api_req *req)
 	}
 	if (api_topic_load(req, req->param[0], &t) == -1)
 		return;
-	/* No body, or an empty object (as POST /v1/tenants/{name}/keys). */
-	bad = req->body.len > 0 && (api_body_json(req, &body) == -1 ||
-	    api_json_only(req, body, none, "") == -1);
-	json_object_put(body);
-	if (bad) {
+	if (api_body_none(req) == -1) {
 		registry_topic_free(t);
 		return;
 	}

@@ -340,6 +340,22 @@ name_shown(const char *k)
 }
 
 int
+api_body_none(struct api_req *req)
+{
+	static const char *const none[] = { NULL };
+	json_object *body;
+	int rc;
+
+	if (req->body.len == 0)
+		return 0;
+	if (api_body_json(req, &body) == -1)
+		return -1;
+	rc = api_json_only(req, body, none, "");
+	json_object_put(body);
+	return rc;
+}
+
+int
 api_json_only(struct api_req *req, json_object *obj,
     const char *const *allowed, const char *prefix)
 {

@@ -89,6 +89,11 @@ int	api_json_batch(struct api_req *req, json_object *body,
  */
 int	api_json_only(struct api_req *req, json_object *obj,
 	    const char *const *allowed, const char *prefix);
+/*
+ * A route that takes no body: none, or an empty JSON object.  0, or -1
+ * after answering 400 (invalid_json, unknown_field).
+ */
+int	api_body_none(struct api_req *req);
 
 /*
  * A header object {"Name": "value", ...}: at most API_HEADERS_MAX, valid
