@@ -198,8 +198,8 @@ sched_tag(char out[SCHED_KEY_MAX], const char *tenant, int shard)
 
 /* ---- big-endian fields --------------------------------------------------- */
 
-static int
-put_be(struct buf *b, uint64_t v, int n)
+int
+sched_put_be(struct buf *b, uint64_t v, int n)
 {
 	unsigned char tmp[8];
 	int i;
@@ -209,10 +209,10 @@ put_be(struct buf *b, uint64_t v, int n)
 	return buf_append(b, tmp, (size_t)n);
 }
 
-static int
-put_str(struct buf *b, const char *s, size_t len, int lenbytes)
+int
+sched_put_str(struct buf *b, const char *s, size_t len, int lenbytes)
 {
-	if (put_be(b, len, lenbytes) == -1)
+	if (sched_put_be(b, len, lenbytes) == -1)
 		return -1;
 	return len > 0 ? buf_append(b, s, len) : 0;
 }
@@ -303,29 +303,32 @@ sched_rec_encode(const struct sched_job *job, struct buf *b)
 		flags |= F_SCH;
 
 	buf_reset(b);
-	if (put_be(b, (uint64_t)job->state | (job->version != 0 ? F_VER : 0),
-	    1) == -1 ||
-	    put_be(b, (uint64_t)flags, 1) == -1 ||
-	    put_be(b, (uint64_t)job->due_ms, 6) == -1 ||
-	    put_str(b, job->topic, tl, 1) == -1)
+	if (sched_put_be(b, (uint64_t)job->state |
+	    (job->version != 0 ? F_VER : 0), 1) == -1 ||
+	    sched_put_be(b, (uint64_t)flags, 1) == -1 ||
+	    sched_put_be(b, (uint64_t)job->due_ms, 6) == -1 ||
+	    sched_put_str(b, job->topic, tl, 1) == -1)
 		return -1;
-	if ((flags & F_PRI) &&
-	    put_be(b, (uint64_t)(uint16_t)(int16_t)job->priority, 2) == -1)
+	if ((flags & F_PRI) && sched_put_be(b,
+	    (uint64_t)(uint16_t)(int16_t)job->priority, 2) == -1)
 		return -1;
-	if ((flags & F_ATT) && put_be(b, (uint64_t)(job->attempts > 65535 ?
-	    65535 : job->attempts), 2) == -1)
+	if ((flags & F_ATT) && sched_put_be(b,
+	    (uint64_t)(job->attempts > 65535 ? 65535 : job->attempts),
+	    2) == -1)
 		return -1;
-	if ((flags & F_CRE) && put_be(b, (uint64_t)job->created_ms, 6) == -1)
+	if ((flags & F_CRE) &&
+	    sched_put_be(b, (uint64_t)job->created_ms, 6) == -1)
 		return -1;
-	if ((flags & F_TTR) && put_be(b, (uint64_t)job->ttr_ms, 6) == -1)
+	if ((flags & F_TTR) && sched_put_be(b, (uint64_t)job->ttr_ms, 6) == -1)
 		return -1;
-	if ((flags & F_BIZ) && put_str(b, job->bizkey, bl, 2) == -1)
+	if ((flags & F_BIZ) && sched_put_str(b, job->bizkey, bl, 2) == -1)
 		return -1;
-	if ((flags & F_HDR) && put_str(b, job->headers_json, hl, 4) == -1)
+	if ((flags & F_HDR) && sched_put_str(b, job->headers_json, hl, 4) == -1)
 		return -1;
-	if ((flags & F_SCH) && put_str(b, job->schedule, sl, 2) == -1)
+	if ((flags & F_SCH) && sched_put_str(b, job->schedule, sl, 2) == -1)
 		return -1;
-	if (job->version != 0 && put_be(b, (uint64_t)job->version, 6) == -1)
+	if (job->version != 0 &&
+	    sched_put_be(b, (uint64_t)job->version, 6) == -1)
 		return -1;
 	if (job->body_len > 0 && buf_append(b, job->body, job->body_len) == -1)
 		return -1;
@@ -423,11 +426,11 @@ sched_attempt_encode(const struct sched_attempt *a, int64_t at_ms,
 		lat = 0;
 	if (lat > UINT32_MAX)
 		lat = UINT32_MAX;
-	(void)put_be(b, (uint64_t)at_ms, 6);
-	(void)put_be(b, (uint64_t)st, 2);
-	(void)put_be(b, (uint64_t)lat, 4);
-	(void)put_str(b, el ? a->error : NULL, el, 2);
-	(void)put_str(b, xl ? a->excerpt : NULL, xl, 2);
+	(void)sched_put_be(b, (uint64_t)at_ms, 6);
+	(void)sched_put_be(b, (uint64_t)st, 2);
+	(void)sched_put_be(b, (uint64_t)lat, 4);
+	(void)sched_put_str(b, el ? a->error : NULL, el, 2);
+	(void)sched_put_str(b, xl ? a->excerpt : NULL, xl, 2);
 }
 
 void

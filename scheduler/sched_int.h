@@ -147,6 +147,14 @@ void	sched_tag(char out[SCHED_KEY_MAX], const char *tenant, int shard);
  */
 int	sched_rec_encode(const struct sched_job *job, struct buf *b);
 /*
+ * Big-endian fields as records (and the scripts' struct.pack) hold them:
+ * v in n bytes; a string after its length in lenbytes.  0, or -1 when b
+ * is full.
+ */
+int	sched_put_be(struct buf *b, uint64_t v, int n);
+int	sched_put_str(struct buf *b, const char *s, size_t len,
+	    int lenbytes);
+/*
  * A new job from a record (or a record head without its body); NULL when
  * malformed.  tenant, the id key and shard name it.
  */

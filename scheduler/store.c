@@ -1064,7 +1064,6 @@ sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
     int *broken)
 {
 	char idk[SCHED_IDKEY_MAX], tag[SCHED_KEY_MAX];
-	unsigned char num[8];
 	const char *args[4];
 	size_t lens[4], idklen, i;
 	const redisReply *k;
@@ -1073,7 +1072,6 @@ sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
 	struct buf packed;
 	enum sched_err e;
 	long long moved, skipped;
-	int b;
 
 	memset(res, 0, sizeof(*res));
 	if (one && n != 1)
@@ -1089,13 +1087,8 @@ sched_st_redrive(struct sched *s, redisContext *c, const char *tenant,
 			}
 			continue;
 		}
-		num[0] = (unsigned char)(idklen >> 8);
-		num[1] = (unsigned char)idklen;
-		buf_append(&packed, num, 2);
-		buf_append(&packed, idk, idklen);
-		for (b = 0; b < 6; b++)
-			num[b] = (unsigned char)(waits_ms[i] >> (40 - 8 * b));
-		buf_append(&packed, num, 6);
+		(void)sched_put_str(&packed, idk, idklen, 2);
+		(void)sched_put_be(&packed, (uint64_t)waits_ms[i], 6);
 	}
 	sched_tag(tag, tenant, shard);
 	args[0] = topic;
