@@ -379,14 +379,8 @@ keys_drop(struct sched_pool *pool, redisContext *c, const char *tenant,
 
 	key_of(route, sizeof(route), tenant, "-", 0);
 	do {
-		q = sched_pipe_new(pool, c);
-		sched_pipe_append(q, route, "SCAN %s MATCH %s COUNT 1000",
-		    cursor, pattern);
-		if (sched_pipe_getreply(q, (void **)&sr) != REDIS_OK) {
-			sched_pipe_free(q);
-			return -1;
-		}
-		sched_pipe_free(q);
+		sr = sched_pool_command(pool, c, &broken, route,
+		    "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
 		if (sr == NULL || sr->type != REDIS_REPLY_ARRAY ||
 		    sr->elements != 2 ||
 		    sr->element[0]->type != REDIS_REPLY_STRING ||
